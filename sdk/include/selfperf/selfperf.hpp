@@ -4,4 +4,5 @@
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/probe.hpp"
+#include "selfperf/region.hpp"
 #include "selfperf/sample.hpp"
