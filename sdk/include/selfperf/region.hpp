@@ -34,12 +34,15 @@ class Region {
   // The enclosing region the first time this one was entered inside another; nullptr at top level.
   const Region* parent() const noexcept { return parent_; }
   int depth() const noexcept;
+  void set_parent(const Region* parent) noexcept { parent_ = parent; }
 
   // Adds one call: the scaled delta of every member, minus the calibrated empty-region cost `overhead`
   // (one entry per member, or empty for none), clamped at zero. Allocates nothing.
   void record(const GroupReading& before, const GroupReading& after,
               std::span<const double> overhead = {}) noexcept;
   void reset() noexcept;
+  // Adds another region's calls (the same code measured on another thread, with the same events).
+  void merge(const Region& other) noexcept;
 
  private:
   friend class Scope;
@@ -69,6 +72,8 @@ class Scope {
 
 // A table of regions (name indented by nesting, calls, per-event totals and means, and the derived ratios
 // that the group's events allow: IPC, branch/cache/TLB miss rates).
+void print_regions(std::ostream& out, std::span<const std::string> event_names,
+                   std::span<const Region* const> regions);
 void print_regions(std::ostream& out, const CounterGroup& group, std::span<const Region* const> regions);
 
 }  // namespace selfperf
