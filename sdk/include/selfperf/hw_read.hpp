@@ -24,14 +24,14 @@ namespace detail {
 #if defined(__x86_64__)
 // Only executed when the page's cap_user_rdpmc says the kernel let this process use rdpmc
 // (CR4.PCE); otherwise it would fault. "memory": the read must stay between the two lock loads.
-inline std::uint64_t rdpmc(std::uint32_t counter) noexcept {
+[[gnu::always_inline]] inline std::uint64_t rdpmc(std::uint32_t counter) noexcept {
   std::uint32_t lo, hi;
   asm volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(counter) : "memory");
   return (std::uint64_t{hi} << 32) | lo;
 }
 
 // Plain rdtsc as the kernel's comment uses: perf's time_{offset,mult,shift} scale this counter.
-inline std::uint64_t rdtsc() noexcept {
+[[gnu::always_inline]] inline std::uint64_t rdtsc() noexcept {
   std::uint32_t lo, hi;
   asm volatile("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
   return (std::uint64_t{hi} << 32) | lo;
@@ -43,7 +43,7 @@ inline std::uint64_t rdtsc() noexcept { return 0; }
 }  // namespace detail
 
 // The calling thread's own event behind `page`, read with rdpmc/rdtsc; nullopt: use read(2).
-inline std::optional<PageReading> read_self(const volatile perf_event_mmap_page& page) noexcept {
+[[gnu::always_inline]] inline std::optional<PageReading> read_self(const volatile perf_event_mmap_page& page) noexcept {
 #if defined(__x86_64__)
   return read_mmap_page(
       page, [](std::uint32_t counter) noexcept { return detail::rdpmc(counter); },
@@ -55,7 +55,7 @@ inline std::optional<PageReading> read_self(const volatile perf_event_mmap_page&
 }
 
 // The members of one group of the calling thread, as one snapshot (see read_mmap_pages).
-inline bool read_self_group(std::span<const volatile perf_event_mmap_page* const> pages,
+[[gnu::always_inline]] inline bool read_self_group(std::span<const volatile perf_event_mmap_page* const> pages,
                             PageReading* out) noexcept {
 #if defined(__x86_64__)
   return read_mmap_pages(

@@ -61,7 +61,7 @@ namespace detail {
 // reader racing a writer thread (the synthetic tests) well defined and TSan-clean; volatile alone is
 // neither. GCC/Clang's __atomic builtins accept the page's volatile fields.
 template <class T>
-inline T load(const volatile T& field) noexcept {
+[[gnu::always_inline]] inline T load(const volatile T& field) noexcept {
   return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
 }
 
@@ -105,25 +105,28 @@ constexpr std::uint64_t scale_cycles(std::uint64_t cyc, std::uint32_t mult, unsi
 // One attempt's reads of one page, in the order of the header's loop; the caller brackets it with
 // the lock. Unsigned arithmetic throughout: the kernel's own sums wrap modulo 2^64 as well.
 template <class ReadPmc, class ReadTimestamp>
-inline MmapRefusal read_fields(const volatile perf_event_mmap_page& page, ReadPmc& read_pmc,
+[[gnu::always_inline]] inline MmapRefusal read_fields(const volatile perf_event_mmap_page& page, ReadPmc& read_pmc,
                                ReadTimestamp& read_timestamp, PageReading& out) noexcept {
   const Capabilities caps = capabilities(page);
   out.time_enabled = load(page.time_enabled);
   out.time_running = load(page.time_running);
 
-  std::uint64_t cyc = 0, time_offset = 0;
-  std::uint32_t time_mult = 0;
+  // Time since the page's last update, 0 without cap_user_time (the times are then the page's own).
+  // Computed right away so that only `delta` stays live, not the four fields it comes from.
+  std::uint64_t delta = 0;
   std::uint16_t time_shift = 0;
   if (caps.user_time) {
-    cyc = read_timestamp();
-    time_offset = load(page.time_offset);
-    time_mult = load(page.time_mult);
+    std::uint64_t cyc = read_timestamp();
+    const std::uint64_t time_offset = load(page.time_offset);
+    const std::uint32_t time_mult = load(page.time_mult);
     time_shift = load(page.time_shift);
     if (caps.user_time_short) {
       // The hardware clock is narrower than 64 bits: extend it from the last update's value.
       const std::uint64_t time_cycles = load(page.time_cycles);
       cyc = time_cycles + ((cyc - time_cycles) & load(page.time_mask));
     }
+    // A time_shift >= 64 is refused below; the mask keeps this (then discarded) computation defined.
+    delta = time_offset + scale_cycles(cyc, time_mult, time_shift & 63u);
   }
 
   const std::uint32_t index = load(page.index);
@@ -131,14 +134,10 @@ inline MmapRefusal read_fields(const volatile perf_event_mmap_page& page, ReadPm
   const std::uint16_t width = load(page.pmc_width);
   if (const MmapRefusal r = refusal(caps, index, width, time_shift); r != MmapRefusal::none) return r;
   out.count = offset + sign_extend(read_pmc(index - 1), width);
-
-  if (caps.user_time) {
-    // Time since the page's last update. index != 0 here: the event sits on a counter, so it has
-    // been running for exactly as long as it has been enabled since then ("if (index) running += delta").
-    const std::uint64_t delta = time_offset + scale_cycles(cyc, time_mult, time_shift);
-    out.time_enabled += delta;
-    out.time_running += delta;
-  }
+  // index != 0 here: the event sits on a counter, so since the update it has been running for exactly
+  // as long as it has been enabled (the header's "enabled += delta; if (index) running += delta").
+  out.time_enabled += delta;
+  out.time_running += delta;
   return MmapRefusal::none;
 }
 
@@ -152,9 +151,10 @@ inline MmapRefusal read_fields(const volatile perf_event_mmap_page& page, ReadPm
 // kMaxSeqlockAttempts attempts: fall back to read(2). Times are advanced to now with cap_user_time
 // (always, not only when enabled != running as in the header's example, so that time deltas between
 // two fast reads are right); without it they are the page's own, as of its last update.
-// Any page contents give defined behaviour.
+// Any page contents give defined behaviour. Always inlined: it is the hot path of every fast read, and
+// inlining is what lets the PMC/timestamp callables (function references included) become plain code.
 template <class ReadPmc, class ReadTimestamp>
-std::optional<PageReading> read_mmap_page(const volatile perf_event_mmap_page& page, ReadPmc&& read_pmc,
+[[gnu::always_inline]] inline std::optional<PageReading> read_mmap_page(const volatile perf_event_mmap_page& page, ReadPmc&& read_pmc,
                                           ReadTimestamp&& read_timestamp) noexcept {
   for (int attempt = 0; attempt < kMaxSeqlockAttempts; ++attempt) {
     const std::uint32_t seq = detail::load(page.lock);
@@ -176,7 +176,7 @@ std::optional<PageReading> read_mmap_page(const volatile perf_event_mmap_page& p
 // attempts failed: fall back to read(2) (check_mmap_page tells which member refuses and why).
 // `out` receives pages.size() readings; on false its contents are unspecified.
 template <class ReadPmc, class ReadTimestamp>
-bool read_mmap_pages(std::span<const volatile perf_event_mmap_page* const> pages, PageReading* out,
+[[gnu::always_inline]] inline bool read_mmap_pages(std::span<const volatile perf_event_mmap_page* const> pages, PageReading* out,
                      ReadPmc&& read_pmc, ReadTimestamp&& read_timestamp) noexcept {
   const std::size_t n = pages.size();
   if (n > kMaxMmapGroupPages) return false;

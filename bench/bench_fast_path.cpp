@@ -1,0 +1,198 @@
+// Cost of the self-read fast path, side by side with what it competes against, in one run.
+// Medians of repetitions; ratios printed at the end.
+//   read_mmap_page on a synthetic page (fake PMC read inlined, real rdtsc) vs a bare rdtsc: target <= 2x.
+//   read_mmap_pages with 1 and 4 pages; clock_gettime(CLOCK_MONOTONIC) for scale.
+//   Where cycles allows rdpmc: bare rdpmc vs read_self (target <= 1.5x), in TSC ticks per read too.
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+
+#include "perf_syscall.hpp"
+#include "selfperf/hw_read.hpp"
+#include "selfperf/mmap_read.hpp"
+
+namespace {
+
+constexpr int kRepetitions = 15;
+constexpr double kMinTime = 0.05;
+
+// A readable page with the TSC time fields a 3 GHz x86 machine publishes.
+perf_event_mmap_page synthetic_page(std::uint32_t index) {
+  perf_event_mmap_page page{};
+  page.cap_bit0_is_deprecated = 1;
+  page.cap_user_rdpmc = 1;
+  page.cap_user_time = 1;
+  page.cap_user_time_zero = 1;
+  page.index = index;
+  page.offset = -123456;
+  page.pmc_width = 48;
+  page.time_enabled = 1'000'000;
+  page.time_running = 900'000;
+  page.time_mult = 1431655765;
+  page.time_shift = 32;
+  page.time_offset = static_cast<std::uint64_t>(-5'000'000'000LL);
+  return page;
+}
+
+perf_event_mmap_page g_pages[4] = {synthetic_page(1), synthetic_page(2), synthetic_page(3), synthetic_page(4)};
+
+// Stands in for rdpmc: inlined, no memory access, depends on its argument.
+inline std::uint64_t fake_pmc(std::uint32_t counter) noexcept { return std::uint64_t{counter} * 1000 + 7; }
+inline std::uint64_t rdtsc() noexcept { return selfperf::detail::rdtsc(); }
+
+// Every benchmark also reports TSC ticks per iteration (about reference cycles).
+template <class Body>
+void run_with_ticks(benchmark::State& state, Body body) {
+  const std::uint64_t start = rdtsc();
+  for (auto _ : state) body();
+  const std::uint64_t ticks = rdtsc() - start;
+  state.counters["tsc_ticks"] = benchmark::Counter(static_cast<double>(ticks) / static_cast<double>(state.iterations()));
+}
+
+void BM_rdtsc(benchmark::State& state) {
+  run_with_ticks(state, [] { benchmark::DoNotOptimize(rdtsc()); });
+}
+
+void BM_clock_gettime(benchmark::State& state) {
+  run_with_ticks(state, [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    benchmark::DoNotOptimize(ts);
+  });
+}
+
+void BM_read_mmap_page(benchmark::State& state) {
+  const volatile perf_event_mmap_page& page = g_pages[0];
+  run_with_ticks(state, [&] { benchmark::DoNotOptimize(selfperf::read_mmap_page(page, fake_pmc, rdtsc)); });
+}
+
+void BM_read_mmap_pages(benchmark::State& state) {
+  const volatile perf_event_mmap_page* pages[4] = {&g_pages[0], &g_pages[1], &g_pages[2], &g_pages[3]};
+  const std::span<const volatile perf_event_mmap_page* const> group(pages, static_cast<std::size_t>(state.range(0)));
+  selfperf::PageReading out[4];
+  run_with_ticks(state, [&] {
+    benchmark::DoNotOptimize(selfperf::read_mmap_pages(group, out, fake_pmc, rdtsc));
+    benchmark::DoNotOptimize(out);
+  });
+}
+
+BENCHMARK(BM_rdtsc)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+BENCHMARK(BM_clock_gettime)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+BENCHMARK(BM_read_mmap_page)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+BENCHMARK(BM_read_mmap_pages)->Arg(1)->Arg(4)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+
+// ---- Real hardware, where the PMU allows it ------------------------------------------------------------
+
+struct HardwareCycles {
+  selfperf::detail::Fd fd;
+  void* map = nullptr;
+  const volatile perf_event_mmap_page* page = nullptr;
+};
+
+// cycles:u of this thread with a page allowing rdpmc, or no page.
+HardwareCycles open_hardware_cycles() {
+  HardwareCycles hw;
+  if (!selfperf::kUserPmcReadSupported) return hw;
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.config = PERF_COUNT_HW_CPU_CYCLES;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  hw.fd = selfperf::detail::Fd(selfperf::detail::perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  if (!hw.fd) return hw;
+  hw.map = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, hw.fd.get(), 0);
+  if (hw.map == MAP_FAILED) {
+    hw.map = nullptr;
+    return hw;
+  }
+  const auto* page = static_cast<const volatile perf_event_mmap_page*>(hw.map);
+  for (int i = 0; i < 100 && !selfperf::read_self(*page); ++i) {
+    volatile int spin = 0;
+    for (int j = 0; j < 100000; ++j) spin = spin + 1;
+  }
+  if (selfperf::read_self(*page)) hw.page = page;
+  return hw;
+}
+
+#if defined(__x86_64__)
+void register_hardware_benchmarks(const volatile perf_event_mmap_page& page) {
+  const std::uint32_t counter = page.index - 1;
+  benchmark::RegisterBenchmark("BM_rdpmc", [counter](benchmark::State& state) {
+    run_with_ticks(state, [counter] { benchmark::DoNotOptimize(selfperf::detail::rdpmc(counter)); });
+  })->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+  benchmark::RegisterBenchmark("BM_read_self", [&page](benchmark::State& state) {
+    run_with_ticks(state, [&page] { benchmark::DoNotOptimize(selfperf::read_self(page)); });
+  })->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+}
+#endif
+
+// Keeps the console output and remembers each benchmark's median CPU time (ns) and TSC ticks. Ratios
+// use CPU time: on a shared, loaded machine real time also counts the time this thread sat preempted.
+class MedianRecorder : public benchmark::ConsoleReporter {
+ public:
+  struct Median {
+    double ns = 0, ticks = 0;
+  };
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.run_type != Run::RT_Aggregate || run.aggregate_name != "median") continue;
+      std::string name = run.run_name.function_name;
+      if (!run.run_name.args.empty()) name += "/" + run.run_name.args;
+      Median& m = medians[name];
+      m.ns = run.GetAdjustedCPUTime();
+      if (auto it = run.counters.find("tsc_ticks"); it != run.counters.end()) m.ticks = it->second.value;
+    }
+  }
+  std::map<std::string, Median> medians;
+};
+
+void print_ratio(const MedianRecorder& r, const char* what, const std::string& a, const std::string& b,
+                 double target = 0) {
+  const auto ia = r.medians.find(a), ib = r.medians.find(b);
+  if (ia == r.medians.end() || ib == r.medians.end() || ib->second.ns <= 0) return;
+  const double ratio = ia->second.ns / ib->second.ns;
+  std::printf("  %-44s %6.2fx", what, ratio);
+  if (target > 0) std::printf("   (target <= %.2fx: %s)", target, ratio <= target ? "met" : "MISSED");
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const HardwareCycles hw = open_hardware_cycles();
+#if defined(__x86_64__)
+  if (hw.page) register_hardware_benchmarks(*hw.page);
+#endif
+  MedianRecorder recorder;
+  benchmark::RunSpecifiedBenchmarks(&recorder);
+
+  std::printf("\nMedians of %d repetitions, ratios of CPU time per operation:\n", kRepetitions);
+  print_ratio(recorder, "read_mmap_page (synthetic) / rdtsc", "BM_read_mmap_page", "BM_rdtsc", 2.0);
+  print_ratio(recorder, "read_mmap_pages, 1 page / rdtsc", "BM_read_mmap_pages/1", "BM_rdtsc");
+  print_ratio(recorder, "read_mmap_pages, 4 pages / rdtsc", "BM_read_mmap_pages/4", "BM_rdtsc");
+  print_ratio(recorder, "read_mmap_pages, 4 pages / 1 page", "BM_read_mmap_pages/4", "BM_read_mmap_pages/1");
+  print_ratio(recorder, "read_mmap_page / clock_gettime", "BM_read_mmap_page", "BM_clock_gettime");
+  print_ratio(recorder, "clock_gettime / rdtsc", "BM_clock_gettime", "BM_rdtsc");
+  if (hw.page) {
+    print_ratio(recorder, "read_self (rdpmc) / bare rdpmc", "BM_read_self", "BM_rdpmc", 1.5);
+  } else {
+    std::printf("  (no rdpmc-capable cycles event here: %s; bare rdpmc vs read_self not measured)\n",
+                hw.map ? "its page refuses" : "cycles does not open");
+  }
+  std::printf("TSC ticks per operation (median):\n");
+  for (const auto& [name, median] : recorder.medians) std::printf("  %-28s %7.1f\n", name.c_str(), median.ticks);
+  benchmark::Shutdown();
+  return 0;
+}
