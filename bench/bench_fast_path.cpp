@@ -54,7 +54,8 @@ void run_with_ticks(benchmark::State& state, Body body) {
   const std::uint64_t start = rdtsc();
   for (auto _ : state) body();
   const std::uint64_t ticks = rdtsc() - start;
-  state.counters["tsc_ticks"] = benchmark::Counter(static_cast<double>(ticks) / static_cast<double>(state.iterations()));
+  state.counters["tsc_ticks"] =
+      benchmark::Counter(static_cast<double>(ticks) / static_cast<double>(state.iterations()));
 }
 
 void BM_rdtsc(benchmark::State& state) {
@@ -126,12 +127,22 @@ HardwareCycles open_hardware_cycles() {
 #if defined(__x86_64__)
 void register_hardware_benchmarks(const volatile perf_event_mmap_page& page) {
   const std::uint32_t counter = page.index - 1;
-  benchmark::RegisterBenchmark("BM_rdpmc", [counter](benchmark::State& state) {
-    run_with_ticks(state, [counter] { benchmark::DoNotOptimize(selfperf::detail::rdpmc(counter)); });
-  })->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
-  benchmark::RegisterBenchmark("BM_read_self", [&page](benchmark::State& state) {
-    run_with_ticks(state, [&page] { benchmark::DoNotOptimize(selfperf::read_self(page)); });
-  })->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+  benchmark::RegisterBenchmark("BM_rdpmc",
+                               [counter](benchmark::State& state) {
+                                 run_with_ticks(
+                                     state, [counter] { benchmark::DoNotOptimize(selfperf::detail::rdpmc(counter)); });
+                               })
+      ->Repetitions(kRepetitions)
+      ->ReportAggregatesOnly(true)
+      ->MinTime(kMinTime);
+  benchmark::RegisterBenchmark("BM_read_self",
+                               [&page](benchmark::State& state) {
+                                 run_with_ticks(state,
+                                                [&page] { benchmark::DoNotOptimize(selfperf::read_self(page)); });
+                               })
+      ->Repetitions(kRepetitions)
+      ->ReportAggregatesOnly(true)
+      ->MinTime(kMinTime);
 }
 #endif
 

@@ -98,8 +98,10 @@ const bool kHardwarePresent = [] {
   if (!cycles.fast_when_running()) {
     char why[200];
     const auto reason = selfperf::mmap_page_refusal_reason(cycles.page());
-    std::snprintf(why, sizeof why, "no hardware PMU usable from user space (cycles page: %.*s; rdpmc disabled in "
-                  "/sys/bus/event_source/devices/cpu/rdpmc?)", static_cast<int>(reason.size()), reason.data());
+    std::snprintf(why, sizeof why,
+                  "no hardware PMU usable from user space (cycles page: %.*s; rdpmc disabled in "
+                  "/sys/bus/event_source/devices/cpu/rdpmc?)",
+                  static_cast<int>(reason.size()), reason.data());
     skip(why);
   }
   return true;

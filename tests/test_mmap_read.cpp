@@ -51,7 +51,10 @@ std::uint64_t reference_delta(std::uint64_t time_offset, std::uint64_t cyc, std:
 }
 
 auto never_called_pmc(int& calls) {
-  return [&calls](std::uint32_t) { ++calls; return std::uint64_t{0}; };
+  return [&calls](std::uint32_t) {
+    ++calls;
+    return std::uint64_t{0};
+  };
 }
 
 std::uint64_t no_timestamp() { return 0; }
@@ -59,18 +62,31 @@ std::uint64_t no_timestamp() { return 0; }
 }  // namespace
 
 TEST_CASE("sign extension at widths 32/40/44/48/64 near wrap, with negative and positive offsets") {
-  const std::int64_t offsets[] = {0, 1, -1, 123456789, -987654321, std::int64_t{1} << 40, -(std::int64_t{1} << 40),
-                                  std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+  const std::int64_t offsets[] = {0,
+                                  1,
+                                  -1,
+                                  123456789,
+                                  -987654321,
+                                  std::int64_t{1} << 40,
+                                  -(std::int64_t{1} << 40),
+                                  std::numeric_limits<std::int64_t>::max(),
+                                  std::numeric_limits<std::int64_t>::min()};
   for (unsigned width : {32u, 40u, 44u, 48u, 64u}) {
     const std::uint64_t top = width == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << width) - 1;
     const std::uint64_t half = std::uint64_t{1} << (width - 1);
-    const std::uint64_t raws[] = {0, 1, 2, top, top - 1, top - 1000, half - 1, half, half + 1, half - 12345, 0x5a5a5a5a};
+    const std::uint64_t raws[] = {0,        1,    2,        top,          top - 1,   top - 1000,
+                                  half - 1, half, half + 1, half - 12345, 0x5a5a5a5a};
     for (std::int64_t offset : offsets) {
       for (std::uint64_t raw : raws) {
         const auto page = readable_page(7, offset, static_cast<std::uint16_t>(width));
         std::uint32_t asked = 99;
         const auto reading = selfperf::read_mmap_page(
-            page, [&](std::uint32_t counter) { asked = counter; return raw; }, no_timestamp);
+            page,
+            [&](std::uint32_t counter) {
+              asked = counter;
+              return raw;
+            },
+            no_timestamp);
         CAPTURE(width);
         CAPTURE(offset);
         CAPTURE(raw);
@@ -88,7 +104,8 @@ TEST_CASE("bits above pmc_width are ignored") {
   for (unsigned width : {32u, 40u, 44u, 48u}) {
     const auto page = readable_page(1, 5000, static_cast<std::uint16_t>(width));
     const std::uint64_t low = (std::uint64_t{1} << width) - 3;  // -3 in `width` bits
-    const auto clean = selfperf::read_mmap_page(page, [&](std::uint32_t) { return low; }, no_timestamp);
+    const auto clean = selfperf::read_mmap_page(
+        page, [&](std::uint32_t) { return low; }, no_timestamp);
     const auto dirty = selfperf::read_mmap_page(
         page, [&](std::uint32_t) { return low | (0xdeadbeefULL << width); }, no_timestamp);
     REQUIRE(clean);
@@ -99,8 +116,15 @@ TEST_CASE("bits above pmc_width are ignored") {
 }
 
 TEST_CASE("time scaling, shifts 0..31, large cyc, against 128-bit arithmetic") {
-  const std::uint64_t cycs[] = {0, 1, 999, std::uint64_t{1} << 31, 0x123456789abcdefULL, std::uint64_t{1} << 62,
-                                0x8000000000000001ULL, ~std::uint64_t{0} - 7, ~std::uint64_t{0}};
+  const std::uint64_t cycs[] = {0,
+                                1,
+                                999,
+                                std::uint64_t{1} << 31,
+                                0x123456789abcdefULL,
+                                std::uint64_t{1} << 62,
+                                0x8000000000000001ULL,
+                                ~std::uint64_t{0} - 7,
+                                ~std::uint64_t{0}};
   const std::uint32_t mults[] = {1, 3, 0x15555555, 0x7fffffff, 0x80000000, 0xffffffff};
   const std::uint64_t time_offsets[] = {0, 5, static_cast<std::uint64_t>(-1234567890123LL), 1ULL << 63};
   for (unsigned shift = 0; shift < 32; ++shift) {
@@ -116,7 +140,11 @@ TEST_CASE("time scaling, shifts 0..31, large cyc, against 128-bit arithmetic") {
           page.time_running = 4'000'000'000ULL;
           int timestamps = 0;
           const auto reading = selfperf::read_mmap_page(
-              page, [](std::uint32_t) { return std::uint64_t{11}; }, [&] { ++timestamps; return cyc; });
+              page, [](std::uint32_t) { return std::uint64_t{11}; },
+              [&] {
+                ++timestamps;
+                return cyc;
+              });
           CAPTURE(shift);
           CAPTURE(cyc);
           CAPTURE(mult);
@@ -137,13 +165,13 @@ TEST_CASE("a realistic TSC page: 3 GHz, shift 32") {
   auto page = readable_page(1, 0, 48);
   page.cap_user_time = 1;
   page.time_shift = 32;
-  page.time_mult = 1431655765;  // 2^32 / 3: three ticks per ns
+  page.time_mult = 1431655765;                                      // 2^32 / 3: three ticks per ns
   page.time_offset = static_cast<std::uint64_t>(-1'000'000'000LL);  // the kernel stores offset - now
   page.time_enabled = 10'000;
   page.time_running = 10'000;
   const std::uint64_t cyc = 9'000'000'000ULL;  // 3 s of ticks; the page was last updated at 1 s
-  const auto reading = selfperf::read_mmap_page(page, [](std::uint32_t) { return std::uint64_t{0}; },
-                                                [&] { return cyc; });
+  const auto reading = selfperf::read_mmap_page(
+      page, [](std::uint32_t) { return std::uint64_t{0}; }, [&] { return cyc; });
   REQUIRE(reading);
   CHECK(reading->time_enabled == 10'000 + reference_delta(page.time_offset, cyc, page.time_mult, 32));
   // 3e9 ticks at exactly 1/3 ns minus a rounding of mult below 2^32/3: within a microsecond of 2 s.
@@ -162,15 +190,15 @@ TEST_CASE("cap_user_time_short extends a narrow clock from time_cycles") {
   const std::uint64_t raw = 0x10;  // it wrapped since: 0x20 cycles later
   SUBCASE("with cap_user_time_short") {
     page.cap_user_time_short = 1;
-    const auto reading = selfperf::read_mmap_page(page, [](std::uint32_t) { return std::uint64_t{0}; },
-                                                  [&] { return raw; });
+    const auto reading = selfperf::read_mmap_page(
+        page, [](std::uint32_t) { return std::uint64_t{0}; }, [&] { return raw; });
     REQUIRE(reading);
     CHECK(reading->time_enabled == 1000 + 0x100000010ULL);  // cyc = 0xfffffff0 + 0x20
     CHECK(reading->time_running == 700 + 0x100000010ULL);
   }
   SUBCASE("without it the fields are ignored") {
-    const auto reading = selfperf::read_mmap_page(page, [](std::uint32_t) { return std::uint64_t{0}; },
-                                                  [&] { return raw; });
+    const auto reading = selfperf::read_mmap_page(
+        page, [](std::uint32_t) { return std::uint64_t{0}; }, [&] { return raw; });
     REQUIRE(reading);
     CHECK(reading->time_enabled == 1000 + raw);
   }
@@ -178,8 +206,8 @@ TEST_CASE("cap_user_time_short extends a narrow clock from time_cycles") {
     page.cap_user_time_short = 1;
     page.time_mask = (std::uint64_t{1} << 56) - 1;
     page.time_cycles = (std::uint64_t{1} << 56) - 100;
-    const auto reading = selfperf::read_mmap_page(page, [](std::uint32_t) { return std::uint64_t{0}; },
-                                                  [] { return std::uint64_t{50}; });
+    const auto reading = selfperf::read_mmap_page(
+        page, [](std::uint32_t) { return std::uint64_t{0}; }, [] { return std::uint64_t{50}; });
     REQUIRE(reading);
     CHECK(reading->time_enabled == 1000 + (std::uint64_t{1} << 56) + 50);
   }
@@ -229,14 +257,15 @@ TEST_CASE("odd pages stay defined: shifts 32..63, time_shift ignored without cap
     page.time_cycles = 12345;
     page.time_mult = 0xffffffff;
     page.time_shift = static_cast<std::uint16_t>(shift);
-    const auto reading = selfperf::read_mmap_page(page, [](std::uint32_t) { return ~std::uint64_t{0}; },
-                                                  [] { return ~std::uint64_t{0}; });
+    const auto reading = selfperf::read_mmap_page(
+        page, [](std::uint32_t) { return ~std::uint64_t{0}; }, [] { return ~std::uint64_t{0}; });
     REQUIRE(reading);  // the value is as meaningless as the page, but computing it is defined (UBSan)
     CHECK(reading->count == static_cast<std::uint64_t>(-2));
   }
   auto page = readable_page(1, 10, 1);
   page.time_shift = 300;  // no cap_user_time: not used
-  const auto reading = selfperf::read_mmap_page(page, [](std::uint32_t) { return std::uint64_t{1}; }, no_timestamp);
+  const auto reading = selfperf::read_mmap_page(
+      page, [](std::uint32_t) { return std::uint64_t{1}; }, no_timestamp);
   REQUIRE(reading);
   CHECK(reading->count == 9);  // a 1-bit counter holding 1 is -1
   CHECK(selfperf::check_mmap_page(page) == MmapRefusal::none);
@@ -325,9 +354,7 @@ TEST_CASE("group read: all pages, one timestamp, retried when any lock moves") {
     std::vector<const volatile perf_event_mmap_page*> many(selfperf::kMaxMmapGroupPages + 1, &storage[0]);
     CHECK_FALSE(selfperf::read_mmap_pages(many, out, fake_pmc, no_timestamp));
   }
-  SUBCASE("no pages") {
-    CHECK(selfperf::read_mmap_pages({}, out, fake_pmc, no_timestamp));
-  }
+  SUBCASE("no pages") { CHECK(selfperf::read_mmap_pages({}, out, fake_pmc, no_timestamp)); }
 }
 
 TEST_CASE("a real software event's page refuses, and says why") {
@@ -470,8 +497,8 @@ TEST_CASE("a writer thread updating the page the kernel's way never yields a tor
   perf_event_mmap_page page = racing_page(0);
   const RaceStats stats = race([&](std::uint64_t g) { write_generation(page, g, 0); },
                                [&](RaceStats& s, std::uint64_t& last_g) {
-                                 const auto reading = selfperf::read_mmap_page(
-                                     page, fake_pmc, [] { return kFakeTimestamp; });
+                                 const auto reading =
+                                     selfperf::read_mmap_page(page, fake_pmc, [] { return kFakeTimestamp; });
                                  if (!reading) {
                                    ++s.fallbacks;
                                    return;

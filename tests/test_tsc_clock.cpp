@@ -28,10 +28,10 @@ struct Params {
 };
 constexpr Params kParams[] = {
     {static_cast<std::uint64_t>(-123'456'789'012LL), 1431655765, 32},
-    {987'654'321, 2045222521, 32},  // 2^32 / 2.1
-    {0, 1u << 31, 31},              // exactly 1 ns per tick
+    {987'654'321, 2045222521, 32},       // 2^32 / 2.1
+    {0, 1u << 31, 31},                   // exactly 1 ns per tick
     {5'000'000'000ULL, 1342177280, 27},  // 10 ns per tick
-    {42, 1, 0},                     // 1 ns per tick, no shift
+    {42, 1, 0},                          // 1 ns per tick, no shift
 };
 
 std::uint64_t reference_ns(const Params& p, std::uint64_t tsc) {
@@ -47,12 +47,13 @@ std::uint64_t monotonic_ns() {
 }  // namespace
 
 TEST_CASE("to_perf_ns follows the header's formula; to_tsc inverts it") {
-  const std::uint64_t tscs[] = {0, 1, 2, 3, 1000, 123'456'789, 3'000'000'000ULL, 1ULL << 40, 0x0123456789abcdefULL,
-                                1ULL << 50};
+  const std::uint64_t tscs[] = {
+      0, 1, 2, 3, 1000, 123'456'789, 3'000'000'000ULL, 1ULL << 40, 0x0123456789abcdefULL, 1ULL << 50};
   for (const Params& p : kParams) {
     const auto clock = TscClock::from_parameters(p.time_zero, p.mult, p.shift);
     REQUIRE(clock);
-    const std::uint64_t ticks_per_ns_ceil = (p.mult >= (1ULL << p.shift)) ? 1 : ((1ULL << p.shift) + p.mult - 1) / p.mult;
+    const std::uint64_t ticks_per_ns_ceil =
+        (p.mult >= (1ULL << p.shift)) ? 1 : ((1ULL << p.shift) + p.mult - 1) / p.mult;
     const std::uint64_t ns_per_tick_ceil = (u128{p.mult} + (1ULL << p.shift) - 1) >> p.shift;
     for (std::uint64_t tsc : tscs) {
       CAPTURE(p.mult);

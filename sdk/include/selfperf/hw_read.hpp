@@ -56,7 +56,7 @@ inline std::uint64_t rdtsc() noexcept { return 0; }
 
 // The members of one group of the calling thread, as one snapshot (see read_mmap_pages).
 [[gnu::always_inline]] inline bool read_self_group(std::span<const volatile perf_event_mmap_page* const> pages,
-                            PageReading* out) noexcept {
+                                                   PageReading* out) noexcept {
 #if defined(__x86_64__)
   return read_mmap_pages(
       pages, out, [](std::uint32_t counter) noexcept { return detail::rdpmc(counter); },

@@ -106,7 +106,7 @@ constexpr std::uint64_t scale_cycles(std::uint64_t cyc, std::uint32_t mult, unsi
 // the lock. Unsigned arithmetic throughout: the kernel's own sums wrap modulo 2^64 as well.
 template <class ReadPmc, class ReadTimestamp>
 [[gnu::always_inline]] inline MmapRefusal read_fields(const volatile perf_event_mmap_page& page, ReadPmc& read_pmc,
-                               ReadTimestamp& read_timestamp, PageReading& out) noexcept {
+                                                      ReadTimestamp& read_timestamp, PageReading& out) noexcept {
   const Capabilities caps = capabilities(page);
   out.time_enabled = load(page.time_enabled);
   out.time_running = load(page.time_running);
@@ -154,8 +154,9 @@ template <class ReadPmc, class ReadTimestamp>
 // Any page contents give defined behaviour. Always inlined: it is the hot path of every fast read, and
 // inlining is what lets the PMC/timestamp callables (function references included) become plain code.
 template <class ReadPmc, class ReadTimestamp>
-[[gnu::always_inline]] inline std::optional<PageReading> read_mmap_page(const volatile perf_event_mmap_page& page, ReadPmc&& read_pmc,
-                                          ReadTimestamp&& read_timestamp) noexcept {
+[[gnu::always_inline]] inline std::optional<PageReading> read_mmap_page(const volatile perf_event_mmap_page& page,
+                                                                        ReadPmc&& read_pmc,
+                                                                        ReadTimestamp&& read_timestamp) noexcept {
   for (int attempt = 0; attempt < kMaxSeqlockAttempts; ++attempt) {
     const std::uint32_t seq = detail::load(page.lock);
     if (seq & 1) continue;  // an update is in flight on another CPU
@@ -176,8 +177,9 @@ template <class ReadPmc, class ReadTimestamp>
 // attempts failed: fall back to read(2) (check_mmap_page tells which member refuses and why).
 // `out` receives pages.size() readings; on false its contents are unspecified.
 template <class ReadPmc, class ReadTimestamp>
-[[gnu::always_inline]] inline bool read_mmap_pages(std::span<const volatile perf_event_mmap_page* const> pages, PageReading* out,
-                     ReadPmc&& read_pmc, ReadTimestamp&& read_timestamp) noexcept {
+[[gnu::always_inline]] inline bool read_mmap_pages(std::span<const volatile perf_event_mmap_page* const> pages,
+                                                   PageReading* out, ReadPmc&& read_pmc,
+                                                   ReadTimestamp&& read_timestamp) noexcept {
   const std::size_t n = pages.size();
   if (n > kMaxMmapGroupPages) return false;
   std::array<std::uint32_t, kMaxMmapGroupPages> seqs;
