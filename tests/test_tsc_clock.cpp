@@ -4,11 +4,15 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <vector>
 
 #include <doctest.h>
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "perf_syscall.hpp"
 #include "selfperf/tsc_clock.hpp"
@@ -109,40 +113,116 @@ TEST_CASE("from_page reads a synthetic page and honours cap_user_time_zero") {
   CHECK_FALSE(TscClock::from_page(page));
 }
 
-TEST_CASE("a real perf page: when it has cap_user_time_zero, perf time from rdtsc is the monotonic clock") {
-  perf_event_attr attr{};
-  attr.size = sizeof attr;
-  attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_TASK_CLOCK;
-  attr.exclude_kernel = 1;
-  attr.exclude_hv = 1;
-  const selfperf::detail::Fd fd = selfperf::detail::open_event(attr, "task-clock:u", 0, -1, -1);
-  void* map = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd.get(), 0);
-  REQUIRE_MESSAGE(map != MAP_FAILED, "mmap of the event's page failed, errno ", errno);
-  const auto& page = *static_cast<const volatile perf_event_mmap_page*>(map);
+namespace {
 
+// A cpu-clock:u sampling event of this thread recording PERF_SAMPLE_TIME into a small ring buffer:
+// its samples carry perf's own clock, and its first page is the page TscClock reads.
+class TimedSamples {
+ public:
+  static constexpr std::size_t kDataPages = 8;
+
+  TimedSamples() {
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = 100'000;  // ns of CPU time
+    attr.sample_type = PERF_SAMPLE_TIME;
+    attr.disabled = 1;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    fd_ = selfperf::detail::open_event(attr, "cpu-clock:u", 0, -1, -1);
+    size_ = (1 + kDataPages) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    map_ = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+    if (map_ == MAP_FAILED) map_ = nullptr;
+  }
+  ~TimedSamples() {
+    if (map_) munmap(map_, size_);
+  }
+  TimedSamples(const TimedSamples&) = delete;
+  TimedSamples& operator=(const TimedSamples&) = delete;
+
+  bool mapped() const { return map_ != nullptr; }
+  const volatile perf_event_mmap_page& page() const { return *static_cast<const volatile perf_event_mmap_page*>(map_); }
+  int fd() const { return fd_.get(); }
+
+  std::uint64_t data_head() const { return __atomic_load_n(&page().data_head, __ATOMIC_ACQUIRE); }
+
+  // Timestamps of the PERF_RECORD_SAMPLEs written so far (the buffer is far from wrapping).
+  std::vector<std::uint64_t> sample_times() const {
+    std::vector<std::uint64_t> times;
+    const auto* data = static_cast<const unsigned char*>(map_) + page().data_offset;
+    const std::uint64_t head = data_head();
+    for (std::uint64_t pos = 0; pos + sizeof(perf_event_header) <= head && head <= page().data_size;) {
+      perf_event_header header;
+      std::memcpy(&header, data + pos, sizeof header);
+      if (header.size < sizeof header) break;
+      if (header.type == PERF_RECORD_SAMPLE && header.size >= sizeof header + sizeof(std::uint64_t)) {
+        std::uint64_t time;
+        std::memcpy(&time, data + pos + sizeof header, sizeof time);
+        times.push_back(time);
+      }
+      pos += header.size;
+    }
+    return times;
+  }
+
+ private:
+  selfperf::detail::Fd fd_;
+  void* map_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a real perf page: where it has cap_user_time_zero, rdtsc converts to perf's sample clock") {
+  TimedSamples samples;
+  REQUIRE_MESSAGE(samples.mapped(), "mmap of the sampling event's buffer failed, errno ", errno);
+
+  // Samples taken between two rdtsc reads must carry perf times between their conversions.
+  const std::uint64_t tsc_before = TscClock::now_tsc();
+  REQUIRE(ioctl(samples.fd(), PERF_EVENT_IOC_ENABLE, 0) == 0);
+  const std::uint64_t give_up = monotonic_ns() + 10'000'000'000ULL;  // only against a hang: no sample ever
+  volatile std::uint64_t spin = 0;
+  while (samples.data_head() == 0 && monotonic_ns() < give_up) spin = spin + 1;
+  REQUIRE(ioctl(samples.fd(), PERF_EVENT_IOC_DISABLE, 0) == 0);
+  const std::uint64_t tsc_after = TscClock::now_tsc();
+  const std::vector<std::uint64_t> times = samples.sample_times();
+  REQUIRE_MESSAGE(!times.empty(), "cpu-clock produced no sample while this thread spun for 10 s");
+  for (std::size_t i = 1; i < times.size(); ++i) CHECK(times[i] >= times[i - 1]);
+
+  const auto& page = samples.page();
   const auto clock = TscClock::from_page(page);
   const bool published = page.cap_user_time_zero && page.time_mult != 0 && page.time_shift < 64;
   CHECK(clock.has_value() == (published && selfperf::kTimestampCounterSupported));
   if (!clock) {
     std::printf("skipped subcase: this kernel's page has no cap_user_time_zero (capabilities %#" PRIx64
-                ", e.g. a VM whose sched clock is not the TSC)\n",
-                static_cast<std::uint64_t>(page.capabilities));
-  } else {
-    // perf's default clock is the sched clock, which on x86 with a stable TSC tracks CLOCK_MONOTONIC;
-    // the two may differ by an offset and NTP slew, so the bound is generous (1 s) — it catches a
-    // wrong formula or a wrong field (those are off by orders of magnitude), not clock drift.
-    const std::uint64_t before = monotonic_ns();
-    const std::uint64_t perf_now = clock->now_perf_ns();
-    const std::uint64_t after = monotonic_ns();
-    constexpr std::uint64_t kBound = 1'000'000'000;
-    std::printf("perf clock from rdtsc %" PRIu64 " ns, CLOCK_MONOTONIC [%" PRIu64 ", %" PRIu64 "]\n", perf_now, before,
-                after);
-    CHECK(perf_now + kBound >= before);
-    CHECK(perf_now <= after + kBound);
-    // Later rdtsc reads convert to later perf times.
-    const std::uint64_t later = clock->now_perf_ns();
-    CHECK(later >= perf_now);
+                ", e.g. a VM whose sched clock is not the TSC); %zu samples at perf times %" PRIu64 "..\n",
+                static_cast<std::uint64_t>(page.capabilities), times.size(), times.front());
+    return;
   }
-  munmap(map, 4096);
+
+  // perf's clock is the sched clock, computed from the TSC with the very mult/shift/offset the page
+  // publishes: equal up to rdtsc reordering around the ioctls, hence a few microseconds of slack.
+  constexpr std::uint64_t kSlack = 10'000;
+  const std::uint64_t lo = clock->to_perf_ns(tsc_before), hi = clock->to_perf_ns(tsc_after);
+  std::printf("%zu samples in perf time [%" PRIu64 ", %" PRIu64 "], rdtsc brackets [%" PRIu64 ", %" PRIu64 "]\n",
+              times.size(), times.front(), times.back(), lo, hi);
+  for (std::uint64_t t : times) {
+    CHECK(t + kSlack >= lo);
+    CHECK(t <= hi + kSlack);
+  }
+
+  // The sched clock starts near CLOCK_MONOTONIC but is not NTP-disciplined: allow 1 s plus 500 ppm
+  // (the kernel's limit on NTP frequency correction) of the time since boot. A wrong formula or field
+  // is off by orders of magnitude more.
+  const std::uint64_t before = monotonic_ns();
+  const std::uint64_t perf_now = clock->now_perf_ns();
+  const std::uint64_t after = monotonic_ns();
+  const std::uint64_t bound = 1'000'000'000ULL + after / 2000;
+  std::printf("perf clock from rdtsc %" PRIu64 " ns, CLOCK_MONOTONIC [%" PRIu64 ", %" PRIu64 "]\n", perf_now, before,
+              after);
+  CHECK(perf_now + bound >= before);
+  CHECK(perf_now <= after + bound);
+  CHECK(clock->now_perf_ns() >= perf_now);
 }
