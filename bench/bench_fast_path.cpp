@@ -85,10 +85,31 @@ void BM_read_mmap_pages(benchmark::State& state) {
   });
 }
 
+// What the fast path costs before a fallback: read_self on a real software event's page, which
+// refuses (cap_user_rdpmc clear) on every machine.
+void BM_read_self_refusing_page(benchmark::State& state) {
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_TASK_CLOCK;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  const selfperf::detail::Fd fd(selfperf::detail::perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  void* map = fd ? mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
+  if (map == MAP_FAILED) {
+    state.SkipWithError("task-clock or its mmap failed");
+    return;
+  }
+  const auto& page = *static_cast<const volatile perf_event_mmap_page*>(map);
+  run_with_ticks(state, [&] { benchmark::DoNotOptimize(selfperf::read_self(page)); });
+  munmap(map, 4096);
+}
+
 BENCHMARK(BM_rdtsc)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
 BENCHMARK(BM_clock_gettime)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
 BENCHMARK(BM_read_mmap_page)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
 BENCHMARK(BM_read_mmap_pages)->Arg(1)->Arg(4)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
+BENCHMARK(BM_read_self_refusing_page)->Repetitions(kRepetitions)->ReportAggregatesOnly(true)->MinTime(kMinTime);
 
 // ---- Real hardware, where the PMU allows it ------------------------------------------------------------
 
@@ -196,6 +217,7 @@ int main(int argc, char** argv) {
   print_ratio(recorder, "read_mmap_pages, 4 pages / 1 page", "BM_read_mmap_pages/4", "BM_read_mmap_pages/1");
   print_ratio(recorder, "read_mmap_page / clock_gettime", "BM_read_mmap_page", "BM_clock_gettime");
   print_ratio(recorder, "clock_gettime / rdtsc", "BM_clock_gettime", "BM_rdtsc");
+  print_ratio(recorder, "read_self on a refusing page / rdtsc", "BM_read_self_refusing_page", "BM_rdtsc");
   if (hw.page) {
     print_ratio(recorder, "read_self (rdpmc) / bare rdpmc", "BM_read_self", "BM_rdpmc", 1.5);
   } else {
