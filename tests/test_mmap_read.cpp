@@ -354,6 +354,17 @@ TEST_CASE("group read: all pages, one timestamp, retried when any lock moves") {
     std::vector<const volatile perf_event_mmap_page*> many(selfperf::kMaxMmapGroupPages + 1, &storage[0]);
     CHECK_FALSE(selfperf::read_mmap_pages(many, out, fake_pmc, no_timestamp));
   }
+  SUBCASE("one page reads like read_mmap_page") {
+    const auto single = selfperf::read_mmap_page(*pages[1], fake_pmc, [] { return std::uint64_t{500}; });
+    REQUIRE(single);
+    PageReading one{};
+    REQUIRE(selfperf::read_mmap_pages(std::span(pages + 1, 1), &one, fake_pmc, [] { return std::uint64_t{500}; }));
+    CHECK(one.count == single->count);
+    CHECK(one.time_enabled == single->time_enabled);
+    CHECK(one.time_running == single->time_running);
+    storage[1].cap_user_rdpmc = 0;
+    CHECK_FALSE(selfperf::read_mmap_pages(std::span(pages + 1, 1), &one, fake_pmc, no_timestamp));
+  }
   SUBCASE("no pages") { CHECK(selfperf::read_mmap_pages({}, out, fake_pmc, no_timestamp)); }
 }
 
