@@ -236,6 +236,13 @@ void CounterGroup::calibrate() {
   s.path = "none: not read yet";
 }
 
+void detail::CounterGroupTestAccess::use_synthetic_pages(CounterGroup& group,
+                                                         std::vector<const volatile perf_event_mmap_page*> pages,
+                                                         std::uint64_t (*read_pmc)(std::uint32_t),
+                                                         std::uint64_t (*read_timestamp)()) {
+  group.state_->pages.use_synthetic(std::move(pages), read_pmc, read_timestamp);
+}
+
 std::span<const double> CounterGroup::overhead() const noexcept { return state_->overhead; }
 
 std::string_view CounterGroup::read_path() const noexcept { return state_->path; }

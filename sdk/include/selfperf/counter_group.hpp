@@ -15,6 +15,10 @@
 
 namespace selfperf {
 
+namespace detail {
+struct CounterGroupTestAccess;
+}
+
 // A group is read into fixed storage so that a read never allocates.
 inline constexpr std::size_t kMaxGroupMembers = 16;
 
@@ -103,6 +107,7 @@ class CounterGroup {
   int fd(std::size_t i) const;
 
  private:
+  friend struct detail::CounterGroupTestAccess;
   void calibrate();
   struct State;
   State* state_;
