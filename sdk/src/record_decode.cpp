@@ -147,6 +147,8 @@ std::string_view describe(DecodeStatus status) noexcept {
     case DecodeStatus::truncated:
       return "record is shorter than its sample_type says (a field runs past header.size): the record or the "
              "SampleFormat given to the decoder is wrong";
+    case DecodeStatus::trailing_bytes:
+      return "record is longer than its sample_type says: the SampleFormat does not match the event's attr";
     case DecodeStatus::unsupported_format:
       return "sample_type or read_format has bits this decoder does not know (newer kernel ABI): open the "
              "event without them";
@@ -235,6 +237,12 @@ DecodeStatus decode_sample(const RecordView& record, const SampleFormat& format,
   if (!c.ok()) {
     out.present = 0;
     return DecodeStatus::truncated;
+  }
+  if (c.remaining() != 0) {
+    // The kernel writes exactly the fields asked for; more bytes mean we decoded with the wrong format
+    // and every field above may be misplaced.
+    out.present = 0;
+    return DecodeStatus::trailing_bytes;
   }
   out.present = t;
   return DecodeStatus::ok;

@@ -34,6 +34,7 @@ enum class DecodeStatus {
   wrong_type,          // the record is not of the type this decoder reads
   truncated,           // a field (or the fixed part) runs past header.size
   unsupported_format,  // a sample_type bit this decoder does not know (see describe())
+  trailing_bytes,      // bytes left after the last field: the SampleFormat does not match the event
 };
 std::string_view describe(DecodeStatus status) noexcept;
 
