@@ -3,7 +3,8 @@
 // all of its ring buffers at once.
 //
 // A perf fd becomes readable (EPOLLIN) when its ring buffer reaches the wakeup threshold (wakeup_events /
-// wakeup_watermark). When the monitored thread or process exits, the fd reports EPOLLHUP forever after;
+// wakeup_watermark). The kernel clears that readiness when it reports it (perf_poll swaps rb->poll to 0),
+// so a caller drains the whole ring each time an fd is reported readable. When the monitored thread or process exits, the fd reports EPOLLHUP forever after;
 // epoll is level-triggered, so the poller removes such an fd from the set as it reports it — the caller
 // drains that ring once more and closes the fd, and the poller never spins on it.
 #include <chrono>
