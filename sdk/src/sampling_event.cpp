@@ -65,7 +65,8 @@ perf_event_attr callchain_sampling_attr(const EventSpec& event, const CallchainS
   const bool user_only = apply_privilege(event, attr);
   switch (options.kernel_frames) {
     case KernelFrames::automatic:
-      // At paranoid 2 a user-only event may still not ask for kernel callchains (EACCES).
+      // A user-only event is sampled in user mode, so its chains have no kernel part anyway; saying so
+      // keeps the open within what paranoid 2 allows everywhere (6.18 accepts either here).
       attr.exclude_callchain_kernel = user_only || !detail::kernel_counting_allowed();
       break;
     case KernelFrames::include:

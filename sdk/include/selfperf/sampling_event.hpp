@@ -19,7 +19,7 @@ namespace selfperf {
 
 enum class KernelFrames : std::uint8_t {
   automatic,  // kernel frames when this process may see kernel space (perf_event_paranoid < 2 or CAP_PERFMON)
-  include,    // ask for them (fails with EACCES at paranoid 2 without privilege)
+  include,    // ask for them (a user-only event still gets none: it is only sampled in user mode)
   exclude,    // user frames only (exclude_callchain_kernel)
 };
 
@@ -40,7 +40,7 @@ struct MemorySamplingOptions {
 
 // The attribute (disabled; enable() starts it) for each mode. The event's privilege level is kept when the
 // spec named one; otherwise the event is made user-only where paranoid forbids kernel sampling, and then
-// the kernel part of callchains is excluded too (otherwise the open fails with EACCES).
+// the kernel part of callchains is excluded too (exclude_callchain_kernel).
 // Throws selfperf::Error on inconsistent options (no period nor frequency, or both).
 perf_event_attr callchain_sampling_attr(const EventSpec& event, const CallchainSamplingOptions& options);
 perf_event_attr memory_sampling_attr(const EventSpec& event, const MemorySamplingOptions& options);
