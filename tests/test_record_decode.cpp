@@ -344,3 +344,54 @@ TEST_CASE("a sample that wraps around the ring decodes from the copy") {
   });
   CHECK(decoded == 1);
 }
+
+TEST_CASE("random records with random formats never decode out of bounds") {
+  // xorshift: deterministic, so a failure reproduces.
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  const std::uint64_t known = kEverySampleField | PERF_SAMPLE_WEIGHT;
+  std::size_t ok = 0;
+  for (int round = 0; round < 20000; ++round) {
+    const std::size_t words = 1 + next() % 40;
+    std::vector<std::uint64_t> record(words);
+    for (auto& w : record) {
+      // Small values are lengths that might fit; large ones probe overflow.
+      const std::uint64_t r = next();
+      w = (r & 3) == 0 ? r : (r & 3) == 1 ? (r >> 2) % 8 : (r >> 2) % 64;
+    }
+    perf_event_header h{PERF_RECORD_SAMPLE, 0, static_cast<std::uint16_t>(words * 8)};
+    std::memcpy(record.data(), &h, sizeof h);
+    SampleFormat format;
+    format.sample_type = next() & next() & known;  // about a quarter of the fields each time
+    format.read_format = next() & 0x1f;
+    format.branch_sample_type = next() & PERF_SAMPLE_BRANCH_HW_INDEX;
+    format.sample_regs_user = next() & 0xffff;
+    format.sample_regs_intr = next() & 0xffff;
+    const RecordView view = view_of(record);
+    SampleRecord s;
+    const DecodeStatus status = decode_sample(view, format, s);
+    REQUIRE((status == DecodeStatus::ok || status == DecodeStatus::truncated ||
+             status == DecodeStatus::trailing_bytes));
+    if (status != DecodeStatus::ok) continue;
+    ++ok;
+    const auto* lo = reinterpret_cast<const std::byte*>(record.data());
+    const auto* hi = lo + words * 8;
+    auto inside = [&](const void* p, std::size_t n) {
+      const auto* b = static_cast<const std::byte*>(p);
+      return n == 0 || (b >= lo + 8 && b + n <= hi);
+    };
+    CHECK(inside(s.callchain.data(), s.callchain.size_bytes()));
+    CHECK(inside(s.read_values.data(), s.read_values.size_bytes()));
+    CHECK(inside(s.raw.data(), s.raw.size()));
+    CHECK(inside(s.branches.data(), s.branches.size_bytes()));
+    CHECK(inside(s.regs_user.data(), s.regs_user.size_bytes()));
+    CHECK(inside(s.stack_user.data(), s.stack_user.size()));
+    CHECK(inside(s.regs_intr.data(), s.regs_intr.size_bytes()));
+    CHECK(inside(s.aux.data(), s.aux.size()));
+  }
+  MESSAGE(ok << " of 20000 random records decoded");
+  CHECK(ok > 0);
+}
