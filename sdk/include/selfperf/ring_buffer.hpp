@@ -67,6 +67,7 @@ class RingBuffer {
   // 8-byte aligned). The memory must outlive the RingBuffer. Throws selfperf::Error on a bad size.
   RingBuffer(perf_event_mmap_page* control, std::span<std::byte> data);
 
+  // A moved-from RingBuffer may only be destroyed or assigned to.
   RingBuffer(RingBuffer&& other) noexcept;
   RingBuffer& operator=(RingBuffer&& other) noexcept;
   RingBuffer(const RingBuffer&) = delete;
