@@ -89,7 +89,7 @@ class PmuEventBuilder {
     if (!field->fits(value))
       throw Error("value " + hex(value) + " of term '" + std::string(t.name) + "' in " + source.where +
                   " is wider than its field: '" + std::string(t.name) + "' is " + field->text + ", " +
-                  std::to_string(field->width()) + " bits wide (max " + hex(field->max_value()) + ")");
+                  std::to_string(field->width()) + (field->width() == 1 ? " bit" : " bits") + " wide (max " + hex(field->max_value()) + ")");
     std::uint64_t& word = config_word(spec, field->word);
     word = (word & ~field->mask) | field->deposit(value);
   }
