@@ -1,7 +1,7 @@
 #include "event_names.hpp"
 
 #include <array>
-#include <initializer_list>
+#include <string_view>
 #include <vector>
 
 #include <linux/perf_event.h>
@@ -49,9 +49,11 @@ constexpr std::array kGeneric{
     Named{"cgroup-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CGROUP_SWITCHES},
 };
 
-// perf's spellings for each part of a hw-cache name; the first of each row is the canonical one.
-using Spellings = std::vector<const char*>;
-const std::array<Spellings, PERF_COUNT_HW_CACHE_MAX> kCaches{{
+// perf's spellings for each part of a hw-cache name; the first of each row is the canonical one, empty
+// entries pad the rows. constexpr, so parse_event works even from other translation units' static
+// initializers.
+using Spellings = std::array<std::string_view, 5>;
+constexpr std::array<Spellings, PERF_COUNT_HW_CACHE_MAX> kCaches{{
     {"L1-dcache", "l1-d", "l1d", "L1-data"},
     {"L1-icache", "l1-i", "l1i", "L1-instruction"},
     {"LLC", "L2"},
@@ -60,12 +62,12 @@ const std::array<Spellings, PERF_COUNT_HW_CACHE_MAX> kCaches{{
     {"branch", "branches", "bpu", "btb", "bpc"},
     {"node"},
 }};
-const std::array<Spellings, PERF_COUNT_HW_CACHE_OP_MAX> kOps{{
+constexpr std::array<Spellings, PERF_COUNT_HW_CACHE_OP_MAX> kOps{{
     {"load", "loads", "read"},
     {"store", "stores", "write"},
     {"prefetch", "prefetches", "speculative-read", "speculative-load"},
 }};
-const std::array<Spellings, PERF_COUNT_HW_CACHE_RESULT_MAX> kResults{{
+constexpr std::array<Spellings, PERF_COUNT_HW_CACHE_RESULT_MAX> kResults{{
     {"refs", "Reference", "ops", "access"},
     {"misses", "miss"},
 }};
@@ -95,9 +97,8 @@ std::optional<std::size_t> take_part(std::string_view& text, const std::array<Sp
   std::optional<std::size_t> row;
   std::size_t longest = 0;
   for (std::size_t r = 0; r < N; ++r) {
-    for (const char* spelling : table[r]) {
-      std::string_view s(spelling);
-      if (s.size() <= longest || s.size() > text.size()) continue;
+    for (std::string_view s : table[r]) {
+      if (s.empty() || s.size() <= longest || s.size() > text.size()) continue;
       if (!iequal(text.substr(0, s.size()), s)) continue;
       if (s.size() < text.size() && text[s.size()] != '-') continue;
       row = r;
@@ -113,7 +114,7 @@ std::optional<std::size_t> take_part(std::string_view& text, const std::array<Sp
 std::string cache_name(std::size_t cache, std::size_t op, std::size_t result) {
   std::string name = std::string(kCaches[cache][0]) + "-";
   if (result == PERF_COUNT_HW_CACHE_RESULT_ACCESS) return name + kOpPlural[op];
-  return name + kOps[op][0] + "-" + kResults[result][0];
+  return name + std::string(kOps[op][0]) + "-" + std::string(kResults[result][0]);
 }
 
 }  // namespace
