@@ -132,7 +132,8 @@ bool contains(const std::string& haystack, std::string_view needle) {
 }
 
 // CHECKs that parsing `text` fails with a message holding every one of `parts`.
-void check_error(std::string_view text, const EventRoots& roots, std::initializer_list<std::string_view> parts) {
+void check_error(std::string_view text, const EventRoots& roots,
+                 std::initializer_list<std::string_view> parts) {
   std::string msg = error_of(text, roots);
   INFO("event: ", std::string(text), "\nmessage: ", msg);
   CHECK_FALSE(contains(msg, "<parsed as"));
@@ -188,10 +189,14 @@ std::uint64_t read_counter(int fd) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------- generic names
+// ------------------------------------------------------------------------------------------ generic names
 
 TEST_CASE("generic hardware names, with perf's alternative spellings") {
-  struct Case { const char* text; std::uint64_t config; const char* canonical; };
+  struct Case {
+    const char* text;
+    std::uint64_t config;
+    const char* canonical;
+  };
   const Case cases[] = {
       {"cycles", PERF_COUNT_HW_CPU_CYCLES, "cycles"},
       {"cpu-cycles", PERF_COUNT_HW_CPU_CYCLES, "cycles"},
@@ -222,7 +227,11 @@ TEST_CASE("generic hardware names, with perf's alternative spellings") {
 }
 
 TEST_CASE("software names, with perf's alternative spellings") {
-  struct Case { const char* text; std::uint64_t config; const char* canonical; };
+  struct Case {
+    const char* text;
+    std::uint64_t config;
+    const char* canonical;
+  };
   const Case cases[] = {
       {"cpu-clock", PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"},
       {"task-clock", PERF_COUNT_SW_TASK_CLOCK, "task-clock"},
@@ -257,29 +266,39 @@ TEST_CASE("hw-cache names: cache | op << 8 | result << 16, perf's spellings, cas
   auto cfg = [](std::uint64_t cache, std::uint64_t op, std::uint64_t result) {
     return cache | (op << 8) | (result << 16);
   };
-  struct Case { const char* text; std::uint64_t config; const char* canonical; };
+  constexpr std::uint64_t kLoad = PERF_COUNT_HW_CACHE_OP_READ, kStore = PERF_COUNT_HW_CACHE_OP_WRITE,
+                          kPrefetch = PERF_COUNT_HW_CACHE_OP_PREFETCH;
+  constexpr std::uint64_t kAccess = PERF_COUNT_HW_CACHE_RESULT_ACCESS,
+                          kMiss = PERF_COUNT_HW_CACHE_RESULT_MISS;
+  struct Case {
+    const char* text;
+    std::uint64_t config;
+    const char* canonical;
+  };
   const Case cases[] = {
-      {"L1-dcache-load-misses", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS), "L1-dcache-load-misses"},
-      {"L1-dcache-loads", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "L1-dcache-loads"},
-      {"L1-dcache-stores", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_WRITE, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "L1-dcache-stores"},
-      {"L1-dcache-prefetches", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_PREFETCH, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "L1-dcache-prefetches"},
-      {"L1-dcache-prefetch-misses", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_PREFETCH, PERF_COUNT_HW_CACHE_RESULT_MISS), "L1-dcache-prefetch-misses"},
-      {"L1-icache-load-misses", cfg(PERF_COUNT_HW_CACHE_L1I, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS), "L1-icache-load-misses"},
-      {"LLC-loads", cfg(PERF_COUNT_HW_CACHE_LL, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "LLC-loads"},
-      {"LLC-store-misses", cfg(PERF_COUNT_HW_CACHE_LL, PERF_COUNT_HW_CACHE_OP_WRITE, PERF_COUNT_HW_CACHE_RESULT_MISS), "LLC-store-misses"},
-      {"dTLB-load-misses", cfg(PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS), "dTLB-load-misses"},
-      {"iTLB-loads", cfg(PERF_COUNT_HW_CACHE_ITLB, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "iTLB-loads"},
-      {"branch-load-misses", cfg(PERF_COUNT_HW_CACHE_BPU, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS), "branch-load-misses"},
-      {"branch-loads", cfg(PERF_COUNT_HW_CACHE_BPU, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "branch-loads"},
-      {"node-stores", cfg(PERF_COUNT_HW_CACHE_NODE, PERF_COUNT_HW_CACHE_OP_WRITE, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "node-stores"},
+      {"L1-dcache-load-misses", cfg(PERF_COUNT_HW_CACHE_L1D, kLoad, kMiss), "L1-dcache-load-misses"},
+      {"L1-dcache-loads", cfg(PERF_COUNT_HW_CACHE_L1D, kLoad, kAccess), "L1-dcache-loads"},
+      {"L1-dcache-stores", cfg(PERF_COUNT_HW_CACHE_L1D, kStore, kAccess), "L1-dcache-stores"},
+      {"L1-dcache-prefetches", cfg(PERF_COUNT_HW_CACHE_L1D, kPrefetch, kAccess), "L1-dcache-prefetches"},
+      {"L1-dcache-prefetch-misses", cfg(PERF_COUNT_HW_CACHE_L1D, kPrefetch, kMiss),
+       "L1-dcache-prefetch-misses"},
+      {"L1-icache-load-misses", cfg(PERF_COUNT_HW_CACHE_L1I, kLoad, kMiss), "L1-icache-load-misses"},
+      {"LLC-loads", cfg(PERF_COUNT_HW_CACHE_LL, kLoad, kAccess), "LLC-loads"},
+      {"LLC-store-misses", cfg(PERF_COUNT_HW_CACHE_LL, kStore, kMiss), "LLC-store-misses"},
+      {"dTLB-load-misses", cfg(PERF_COUNT_HW_CACHE_DTLB, kLoad, kMiss), "dTLB-load-misses"},
+      {"iTLB-loads", cfg(PERF_COUNT_HW_CACHE_ITLB, kLoad, kAccess), "iTLB-loads"},
+      {"branch-load-misses", cfg(PERF_COUNT_HW_CACHE_BPU, kLoad, kMiss), "branch-load-misses"},
+      {"branch-loads", cfg(PERF_COUNT_HW_CACHE_BPU, kLoad, kAccess), "branch-loads"},
+      {"node-stores", cfg(PERF_COUNT_HW_CACHE_NODE, kStore, kAccess), "node-stores"},
       // perf's other spellings and defaults (no op = load, no result = access), any case
-      {"l1d-misses", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS), "L1-dcache-load-misses"},
-      {"L1-data-read-miss", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS), "L1-dcache-load-misses"},
-      {"l1-dcache-LOAD-MISSES", cfg(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS), "L1-dcache-load-misses"},
-      {"L2-loads", cfg(PERF_COUNT_HW_CACHE_LL, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "LLC-loads"},
-      {"LLC-misses-store", cfg(PERF_COUNT_HW_CACHE_LL, PERF_COUNT_HW_CACHE_OP_WRITE, PERF_COUNT_HW_CACHE_RESULT_MISS), "LLC-store-misses"},
-      {"Data-TLB-speculative-read-access", cfg(PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_PREFETCH, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "dTLB-prefetches"},
-      {"LLC", cfg(PERF_COUNT_HW_CACHE_LL, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_ACCESS), "LLC-loads"},
+      {"l1d-misses", cfg(PERF_COUNT_HW_CACHE_L1D, kLoad, kMiss), "L1-dcache-load-misses"},
+      {"L1-data-read-miss", cfg(PERF_COUNT_HW_CACHE_L1D, kLoad, kMiss), "L1-dcache-load-misses"},
+      {"l1-dcache-LOAD-MISSES", cfg(PERF_COUNT_HW_CACHE_L1D, kLoad, kMiss), "L1-dcache-load-misses"},
+      {"L2-loads", cfg(PERF_COUNT_HW_CACHE_LL, kLoad, kAccess), "LLC-loads"},
+      {"LLC-misses-store", cfg(PERF_COUNT_HW_CACHE_LL, kStore, kMiss), "LLC-store-misses"},
+      {"Data-TLB-speculative-read-access", cfg(PERF_COUNT_HW_CACHE_DTLB, kPrefetch, kAccess),
+       "dTLB-prefetches"},
+      {"LLC", cfg(PERF_COUNT_HW_CACHE_LL, kLoad, kAccess), "LLC-loads"},
   };
   for (const auto& c : cases) {
     INFO(c.text);
@@ -298,13 +317,37 @@ TEST_CASE("known_event_names: every name the brief lists, no duplicates, each pa
   auto names = selfperf::known_event_names();
   std::set<std::string> unique(names.begin(), names.end());
   CHECK(unique.size() == names.size());
-  for (const char* must : {"cycles", "cpu-cycles", "instructions", "cache-references", "cache-misses", "branches",
-                           "branch-instructions", "branch-misses", "bus-cycles", "ref-cycles",
-                           "stalled-cycles-frontend", "idle-cycles-frontend", "stalled-cycles-backend",
-                           "idle-cycles-backend", "cpu-clock", "task-clock", "page-faults", "faults",
-                           "minor-faults", "major-faults", "context-switches", "cs", "cpu-migrations",
-                           "migrations", "alignment-faults", "emulation-faults", "dummy",
-                           "L1-dcache-load-misses", "LLC-loads", "dTLB-load-misses", "branch-load-misses",
+  for (const char* must : {"cycles",
+                           "cpu-cycles",
+                           "instructions",
+                           "cache-references",
+                           "cache-misses",
+                           "branches",
+                           "branch-instructions",
+                           "branch-misses",
+                           "bus-cycles",
+                           "ref-cycles",
+                           "stalled-cycles-frontend",
+                           "idle-cycles-frontend",
+                           "stalled-cycles-backend",
+                           "idle-cycles-backend",
+                           "cpu-clock",
+                           "task-clock",
+                           "page-faults",
+                           "faults",
+                           "minor-faults",
+                           "major-faults",
+                           "context-switches",
+                           "cs",
+                           "cpu-migrations",
+                           "migrations",
+                           "alignment-faults",
+                           "emulation-faults",
+                           "dummy",
+                           "L1-dcache-load-misses",
+                           "LLC-loads",
+                           "dTLB-load-misses",
+                           "branch-load-misses",
                            "L1-dcache-prefetches"}) {
     CHECK_MESSAGE(unique.count(must) == 1, must);
   }
@@ -340,7 +383,13 @@ TEST_CASE("raw events rNNNN") {
 // ---------------------------------------------------------------------------------------------- modifiers
 
 TEST_CASE("modifiers: any of u/k/h excludes every level not named, p counts precision, G/H, I") {
-  struct Case { const char* text; bool eu, ek, eh; unsigned precise; bool named; const char* canonical; };
+  struct Case {
+    const char* text;
+    bool eu, ek, eh;
+    unsigned precise;
+    bool named;
+    const char* canonical;
+  };
   const Case cases[] = {
       {"cycles:u", false, true, true, 0, true, "cycles:u"},
       {"cycles:k", true, false, true, 0, true, "cycles:k"},
@@ -408,7 +457,8 @@ TEST_CASE("pmu/term=value/ against a fake cpu PMU: bits placed into config, conf
   CHECK(s.needs_hardware_pmu());
 
   // Decimal and hex, a bare term meaning 1, each field at its own bits.
-  EventSpec all = parse_event("cpu/event=60,umask=0x1,cmask=2,inv,ldlat=0x1234,frontend=0xabcdef/", fake.roots);
+  EventSpec all =
+      parse_event("cpu/event=60,umask=0x1,cmask=2,inv,ldlat=0x1234,frontend=0xabcdef/", fake.roots);
   CHECK(all.config == (0x3cULL | (0x1ULL << 8) | (2ULL << 24) | (1ULL << 23)));
   CHECK(all.config1 == 0x1234);
   CHECK(all.config2 == 0xabcdef);
@@ -466,7 +516,8 @@ TEST_CASE("an alias inside the slashes expands from events/, explicit terms over
   CHECK(umask.exclude_kernel);
   CHECK(umask.name == "cpu/mem-loads,umask=0x2/u");
   // `term=?` in an alias: the user must give it.
-  check_error("cpu/ldlat-loads/", fake.roots, {"'ldlat-loads'", "needs a value for 'ldlat'", "cpu/ldlat-loads,ldlat=N/"});
+  check_error("cpu/ldlat-loads/", fake.roots,
+              {"'ldlat-loads'", "needs a value for 'ldlat'", "cpu/ldlat-loads,ldlat=N/"});
   EventSpec given = parse_event("cpu/ldlat-loads,ldlat=7/", fake.roots);
   CHECK(given.config1 == 7);
   CHECK(given.config == (0xcdULL | (0x1ULL << 8)));
@@ -511,9 +562,12 @@ TEST_CASE("bare PMU aliases: found in sysfs, generic names win, cpu wins, ambigu
 TEST_CASE("PMU event errors name the text and what would be accepted") {
   FakeTrees fake;
   const EventRoots& r = fake.roots;
-  check_error("gpu/event=1/", r, {"unknown PMU 'gpu'", "'gpu/event=1/'", "broken, cpu, uncore_imc_0, uncore_imc_1", "did you mean cpu"});
-  check_error("cpu/evnt=1/", r, {"unknown term 'evnt'", "'cpu/evnt=1/'", "cmask, event, frontend, inv, ldlat, offcore, umask",
-                                 "config, config1, config2", "nearest: event"});
+  check_error(
+      "gpu/event=1/", r,
+      {"unknown PMU 'gpu'", "'gpu/event=1/'", "broken, cpu, uncore_imc_0, uncore_imc_1", "did you mean cpu"});
+  check_error("cpu/evnt=1/", r,
+              {"unknown term 'evnt'", "'cpu/evnt=1/'", "cmask, event, frontend, inv, ldlat, offcore, umask",
+               "config, config1, config2", "nearest: event"});
   check_error("cpu/mem-lods/", r, {"unknown term 'mem-lods'", "mem-loads", "nearest: mem-loads"});
   check_error("cpu/event=0x100/", r, {"0x100", "'event'", "config:0-7", "8 bits wide", "max 0xff"});
   check_error("cpu/ldlat=65536/", r, {"0x10000", "'ldlat'", "config1:0-15", "16 bits wide", "max 0xffff"});
@@ -572,14 +626,16 @@ TEST_CASE("tracepoints subsys:name through a fake tracefs; modifiers after them"
 
 TEST_CASE("tracepoint errors: unknown names with the nearest ones, tracefs not mounted") {
   FakeTrees fake;
-  check_error("sched:sched_swich", fake.roots, {"unknown tracepoint 'sched_swich'", "'sched:sched_swich'", "nearest: sched_switch"});
+  check_error("sched:sched_swich", fake.roots,
+              {"unknown tracepoint 'sched_swich'", "'sched:sched_swich'", "nearest: sched_switch"});
   check_error("schedd:sched_switch", fake.roots, {"unknown tracepoint subsystem 'schedd'", "nearest: sched"});
   check_error("sched:a*b", fake.roots, {"malformed tracepoint", "'sched:a*b'", "subsys:name"});
 
   EventRoots unmounted = fake.roots;
   unmounted.tracefs = {fake.tree.root() / "no-such-tracefs", fake.tree.root() / "pmus"};
-  check_error("sched:sched_switch", unmounted,
-              {"'sched:sched_switch'", "tracefs is not mounted", "mount -t tracefs nodev /sys/kernel/tracing"});
+  check_error(
+      "sched:sched_switch", unmounted,
+      {"'sched:sched_switch'", "tracefs is not mounted", "mount -t tracefs nodev /sys/kernel/tracing"});
   unmounted.tracefs.clear();
   check_error("sched:sched_switch", unmounted, {"mount -t tracefs nodev /sys/kernel/tracing"});
   // A typo of an event name that also fails as a tracepoint gets both answers.
@@ -605,7 +661,7 @@ TEST_CASE("tracefs mounted but not readable: the error says permission") {
   CHECK(contains(msg, "mode=755"));
 }
 
-// ---------------------------------------------------------------------------------------------- hostile input
+// ------------------------------------------------------------------------------------------ hostile input
 
 TEST_CASE("empty, oversized, binary and list input: clear errors") {
   const EventRoots real;
@@ -630,11 +686,44 @@ TEST_CASE("empty, oversized, binary and list input: clear errors") {
 TEST_CASE("random syntax soup never crashes and never yields an unnamed or unstable event") {
   FakeTrees fake;
   // Pieces of real syntax glued at random, plus stray characters: many parse, many are near misses.
-  const std::vector<std::string> pieces = {
-      "cpu/", "/", ",", ":", "=", "event=0x3c", "umask=1", "inv", "ldlat=5", "offcore=0xbc", "config=0x12",
-      "mem-loads", "ldlat-loads", "cycles", "instructions", "task-clock", "L1-dcache", "-load", "-misses",
-      "LLC", "r1c2", "sched", "sched_switch", "u", "k", "h", "p", "G", "H", "I", "?", "..", "{", "0x", "x",
-      "uncore_imc_0/", "cas-count-write", "9999999999999999999999"};
+  const std::vector<std::string> pieces = {"cpu/",
+                                           "/",
+                                           ",",
+                                           ":",
+                                           "=",
+                                           "event=0x3c",
+                                           "umask=1",
+                                           "inv",
+                                           "ldlat=5",
+                                           "offcore=0xbc",
+                                           "config=0x12",
+                                           "mem-loads",
+                                           "ldlat-loads",
+                                           "cycles",
+                                           "instructions",
+                                           "task-clock",
+                                           "L1-dcache",
+                                           "-load",
+                                           "-misses",
+                                           "LLC",
+                                           "r1c2",
+                                           "sched",
+                                           "sched_switch",
+                                           "u",
+                                           "k",
+                                           "h",
+                                           "p",
+                                           "G",
+                                           "H",
+                                           "I",
+                                           "?",
+                                           "..",
+                                           "{",
+                                           "0x",
+                                           "x",
+                                           "uncore_imc_0/",
+                                           "cas-count-write",
+                                           "9999999999999999999999"};
   std::mt19937 rng(12345);  // fixed seed: the same inputs every run
   int parsed = 0, rejected = 0;
   for (int i = 0; i < 3000; ++i) {
@@ -675,11 +764,13 @@ TEST_CASE("real sysfs: dynamic PMU syntax on the PMUs this machine has") {
   CHECK(sw.pmu == "software");
   CHECK(sw.name == "software/config=0x2/u");
   CHECK_FALSE(sw.needs_hardware_pmu());
-  if (fs::exists(pmus / "tracepoint")) CHECK(parse_event("tracepoint/config=1/").type == PERF_TYPE_TRACEPOINT);
+  if (fs::exists(pmus / "tracepoint"))
+    CHECK(parse_event("tracepoint/config=1/").type == PERF_TYPE_TRACEPOINT);
 
   // Unknown PMU: the message lists what is there.
   check_error("nosuchpmu/event=1/", real, {"unknown PMU 'nosuchpmu'", "software"});
-  check_error("software/event=1/", real, {"unknown term 'event'", "no format terms", "config, config1, config2"});
+  check_error("software/event=1/", real,
+              {"unknown term 'event'", "no format terms", "config, config1, config2"});
 
   // Every PMU with format terms: a value that fits parses into the right type, one bit too many does not.
   int checked = 0;
@@ -754,7 +845,8 @@ TEST_CASE("real tracefs: sched:sched_switch resolves to tracefs's id and counts 
     std::string msg = error_of("sched:sched_switch");
     INFO(msg);
     CHECK(contains(msg, "'sched:sched_switch'"));
-    CHECK((contains(msg, "mount -t tracefs nodev /sys/kernel/tracing") || contains(msg, "permission denied")));
+    CHECK(
+        (contains(msg, "mount -t tracefs nodev /sys/kernel/tracing") || contains(msg, "permission denied")));
     MESSAGE("skipped the real tracepoint open: needs root (ran the unprivileged error check instead)");
     return;
   }

@@ -76,8 +76,8 @@ constexpr std::array<const char*, PERF_COUNT_HW_CACHE_OP_MAX> kOpPlural{"loads",
 
 // Which operations each cache supports in perf's listing (perf's evsel__hw_cache_stat); other
 // combinations still parse, the PMU decides whether they open.
-constexpr std::array<unsigned, PERF_COUNT_HW_CACHE_MAX> kListedOps{0b111, 0b101, 0b111, 0b111, 0b001, 0b001,
-                                                                   0b111};
+constexpr std::array<unsigned, PERF_COUNT_HW_CACHE_MAX> kListedOps{0b111, 0b101, 0b111, 0b111,
+                                                                   0b001, 0b001, 0b111};
 
 bool iequal(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
@@ -158,7 +158,8 @@ std::vector<std::string> known_event_names() {
   for (std::size_t c = 0; c < PERF_COUNT_HW_CACHE_MAX; ++c) {
     for (std::size_t o = 0; o < PERF_COUNT_HW_CACHE_OP_MAX; ++o) {
       if (!((detail::kListedOps[c] >> o) & 1u)) continue;
-      for (std::size_t r = 0; r < PERF_COUNT_HW_CACHE_RESULT_MAX; ++r) out.push_back(detail::cache_name(c, o, r));
+      for (std::size_t r = 0; r < PERF_COUNT_HW_CACHE_RESULT_MAX; ++r)
+        out.push_back(detail::cache_name(c, o, r));
     }
   }
   return out;

@@ -41,11 +41,13 @@ struct NamedEvent {
 };
 
 std::optional<GenericEvent> raw_event(std::string_view name, std::string_view text) {
-  if (name.size() < 2 || name[0] != 'r' || name.find_first_not_of("0123456789abcdefABCDEF", 1) != std::string_view::npos)
+  if (name.size() < 2 || name[0] != 'r' ||
+      name.find_first_not_of("0123456789abcdefABCDEF", 1) != std::string_view::npos)
     return std::nullopt;
   auto value = parse_number("0x" + std::string(name.substr(1)));
   if (!value)
-    throw Error("raw event " + quote_text(name) + (name.size() == text.size() ? "" : " in " + quote_text(text)) +
+    throw Error("raw event " + quote_text(name) +
+                (name.size() == text.size() ? "" : " in " + quote_text(text)) +
                 " is wider than 64 bits: rNNNN takes at most 16 hex digits (max rffffffffffffffff)");
   return GenericEvent{PERF_TYPE_RAW, *value, "r" + hex(*value).substr(2), "cpu"};
 }
@@ -61,8 +63,8 @@ std::optional<NamedEvent> find_named(std::string_view name, std::string_view tex
     if (p == "cpu") return NamedEvent{std::nullopt, p};  // the core PMU wins, as in perf
   if (pmus.size() > 1)
     throw Error("event alias " + quote_text(name) + " in " + quote_text(text) + " exists in several PMUs (" +
-                join_names(pmus) + "): write pmu/" + std::string(name) + "/ to pick one, e.g. " + pmus[0] + "/" +
-                std::string(name) + "/");
+                join_names(pmus) + "): write pmu/" + std::string(name) + "/ to pick one, e.g. " + pmus[0] +
+                "/" + std::string(name) + "/");
   return NamedEvent{std::nullopt, pmus[0]};
 }
 
@@ -98,9 +100,9 @@ void check_characters(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     auto c = static_cast<unsigned char>(text[i]);
     if (c <= 0x20 || c >= 0x7f)
-      throw Error("unexpected character " + quote_text(text.substr(i, 1)) + " at offset " + std::to_string(i) +
-                  " of event " + quote_text(text) + ": event names are printable ASCII without spaces; " +
-                  kAcceptedForms);
+      throw Error("unexpected character " + quote_text(text.substr(i, 1)) + " at offset " +
+                  std::to_string(i) + " of event " + quote_text(text) +
+                  ": event names are printable ASCII without spaces; " + kAcceptedForms);
   }
   auto slash = text.find('/');
   std::string_view outside = text.substr(0, slash);
@@ -110,7 +112,8 @@ void check_characters(std::string_view text) {
                 "(a CounterGroup takes a list of events)");
 }
 
-EventSpec tracepoint(std::string_view head, std::string_view rest, std::string_view text, const EventRoots& roots) {
+EventSpec tracepoint(std::string_view head, std::string_view rest, std::string_view text,
+                     const EventRoots& roots) {
   auto colon = rest.find(':');
   std::string_view name = rest.substr(0, colon);
   Modifiers mods;
@@ -122,8 +125,8 @@ EventSpec tracepoint(std::string_view head, std::string_view rest, std::string_v
     if (tracepoint_subsystem_exists(head, roots)) throw;
     auto near = nearest_names(head, suggestion_candidates(roots));
     if (near.empty()) throw;
-    throw Error(std::string(e.what()) + "; if " + quote_text(head) + " was meant as an event name, did you mean " +
-                    join_names(near) + "?",
+    throw Error(std::string(e.what()) + "; if " + quote_text(head) +
+                    " was meant as an event name, did you mean " + join_names(near) + "?",
                 e.errno_value());
   }
 }

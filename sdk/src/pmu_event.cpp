@@ -13,7 +13,8 @@
 namespace selfperf::detail {
 namespace {
 
-constexpr std::string_view kSyntax = "a PMU event is written pmu/term=value,term,.../ (e.g. cpu/event=0x3c,umask=0x0/)";
+constexpr std::string_view kSyntax =
+    "a PMU event is written pmu/term=value,term,.../ (e.g. cpu/event=0x3c,umask=0x0/)";
 
 struct Term {
   std::string_view name;
@@ -37,7 +38,8 @@ std::vector<Term> split_terms(std::string_view body, const TermSource& source, b
     Term t;
     t.name = item.substr(0, eq);
     if (t.name.empty())
-      throw Error("empty term in " + source.where + ": " + std::string(kSyntax) + ", terms separated by one ','");
+      throw Error("empty term in " + source.where + ": " + std::string(kSyntax) +
+                  ", terms separated by one ','");
     if (!is_plain_name(t.name))
       throw Error("malformed term " + quote_text(t.name) + " in " + source.where +
                   ": term names use letters, digits, '_', '-' and '.'; " + std::string(kSyntax));
@@ -48,8 +50,8 @@ std::vector<Term> split_terms(std::string_view body, const TermSource& source, b
       } else {
         t.value = parse_number(value);
         if (!t.value)
-          throw Error("value " + quote_text(value) + " of term '" + std::string(t.name) + "' in " + source.where +
-                      " is not a number: write a 64-bit decimal or 0x-prefixed hex value");
+          throw Error("value " + quote_text(value) + " of term '" + std::string(t.name) + "' in " +
+                      source.where + " is not a number: write a 64-bit decimal or 0x-prefixed hex value");
       }
     }
     terms.push_back(t);
@@ -59,14 +61,15 @@ std::vector<Term> split_terms(std::string_view body, const TermSource& source, b
   return terms;
 }
 
-bool is_literal_word(std::string_view name) { return name == "config" || name == "config1" || name == "config2"; }
+bool is_literal_word(std::string_view name) {
+  return name == "config" || name == "config1" || name == "config2";
+}
 
 std::uint64_t& config_word(EventSpec& spec, unsigned word) {
   return word == 0 ? spec.config : word == 1 ? spec.config1 : spec.config2;
 }
 
 unsigned literal_index(std::string_view name) { return name == "config" ? 0 : name == "config1" ? 1 : 2; }
-
 
 class PmuEventBuilder {
  public:
@@ -75,21 +78,24 @@ class PmuEventBuilder {
   // Sets the term's bits (or the whole config word for a literal); throws if the term is not known.
   void apply(const Term& t, const TermSource& source, EventSpec& spec) const {
     if (is_literal_word(t.name)) {
-      if (!t.value) throw Error("term '" + std::string(t.name) + "' in " + source.where + " needs a value, e.g. " +
-                                std::string(t.name) + "=0x1234");
+      if (!t.value)
+        throw Error("term '" + std::string(t.name) + "' in " + source.where + " needs a value, e.g. " +
+                    std::string(t.name) + "=0x1234");
       config_word(spec, literal_index(t.name)) = *t.value;
       return;
     }
     auto field = pmu_.format(t.name, text_);
     if (!field && t.value && pmu_.alias(t.name, text_))
-      throw Error("'" + std::string(t.name) + "' in " + source.where + " is an event alias of PMU '" + pmu_.name() +
-                  "' and takes no value: write it bare, e.g. " + pmu_.name() + "/" + std::string(t.name) + "/");
+      throw Error("'" + std::string(t.name) + "' in " + source.where + " is an event alias of PMU '" +
+                  pmu_.name() + "' and takes no value: write it bare, e.g. " + pmu_.name() + "/" +
+                  std::string(t.name) + "/");
     if (!field) unknown_term(t, source);
     std::uint64_t value = t.value.value_or(1);
     if (!field->fits(value))
       throw Error("value " + hex(value) + " of term '" + std::string(t.name) + "' in " + source.where +
                   " is wider than its field: '" + std::string(t.name) + "' is " + field->text + ", " +
-                  std::to_string(field->width()) + (field->width() == 1 ? " bit" : " bits") + " wide (max " + hex(field->max_value()) + ")");
+                  std::to_string(field->width()) + (field->width() == 1 ? " bit" : " bits") + " wide (max " +
+                  hex(field->max_value()) + ")");
     std::uint64_t& word = config_word(spec, field->word);
     word = (word & ~field->mask) | field->deposit(value);
   }
@@ -97,9 +103,12 @@ class PmuEventBuilder {
   [[noreturn]] void unknown_term(const Term& t, const TermSource& source) const {
     std::vector<std::string> terms = pmu_.format_terms();
     std::vector<std::string> aliases = pmu_.aliases();
-    std::string msg = "unknown term " + quote_text(t.name) + " in " + source.where + ": PMU '" + pmu_.name() + "' ";
-    if (terms.empty()) msg += "has no format terms, only the literal terms config, config1, config2";
-    else msg += "has the format terms " + join_names(terms) + " and the literal terms config, config1, config2";
+    std::string msg =
+        "unknown term " + quote_text(t.name) + " in " + source.where + ": PMU '" + pmu_.name() + "' ";
+    if (terms.empty())
+      msg += "has no format terms, only the literal terms config, config1, config2";
+    else
+      msg += "has the format terms " + join_names(terms) + " and the literal terms config, config1, config2";
     if (!aliases.empty()) msg += "; its event aliases: " + join_names(aliases, 10);
     std::vector<std::string> candidates = terms;
     candidates.insert(candidates.end(), aliases.begin(), aliases.end());
@@ -130,8 +139,8 @@ class PmuEventBuilder {
   throw Error(msg, ENOENT);
 }
 
-EventSpec build(std::string_view pmu_name, std::string_view body, const Modifiers& mods, std::string_view text,
-                const EventRoots& roots) {
+EventSpec build(std::string_view pmu_name, std::string_view body, const Modifiers& mods,
+                std::string_view text, const EventRoots& roots) {
   PmuDirectory pmu(roots.pmus, pmu_name);
   if (!pmu.exists()) unknown_pmu(pmu_name, text, roots);
   EventSpec spec;
@@ -168,10 +177,13 @@ EventSpec build(std::string_view pmu_name, std::string_view body, const Modifier
                                       (roots.pmus / spec.pmu / "events" / std::string(alias_name)).string() +
                                       " = " + quote_text(alias_text) + ")"};
     std::vector<Term> alias_terms = split_terms(alias_text, alias_source, true);
-    if (alias_terms.empty()) throw Error(alias_source.where + " is empty, so event " + quote_text(text) + " has no encoding");
+    if (alias_terms.empty())
+      throw Error(alias_source.where + " is empty, so event " + quote_text(text) + " has no encoding");
     for (const Term& t : alias_terms) {
-      if (t.placeholder) placeholders.push_back(t.name);
-      else builder.apply(t, alias_source, spec);
+      if (t.placeholder)
+        placeholders.push_back(t.name);
+      else
+        builder.apply(t, alias_source, spec);
     }
   }
 
@@ -183,16 +195,17 @@ EventSpec build(std::string_view pmu_name, std::string_view body, const Modifier
     canonical += t.name;
     if (alias_at && i == *alias_at) continue;
     if (std::find(seen.begin(), seen.end(), t.name) != seen.end())
-      throw Error("term '" + std::string(t.name) + "' given twice in event " + quote_text(text) + ": give each term once");
+      throw Error("term '" + std::string(t.name) + "' given twice in event " + quote_text(text) +
+                  ": give each term once");
     seen.push_back(t.name);
     builder.apply(t, explicit_source, spec);
     if (t.value) canonical += "=" + hex(*t.value);
   }
   for (std::string_view p : placeholders) {
     if (std::find(seen.begin(), seen.end(), p) == seen.end())
-      throw Error("event " + quote_text(text) + ": alias '" + std::string(terms[*alias_at].name) + "' of PMU '" +
-                  spec.pmu + "' needs a value for '" + std::string(p) + "'; write " + spec.pmu + "/" +
-                  std::string(terms[*alias_at].name) + "," + std::string(p) + "=N/");
+      throw Error("event " + quote_text(text) + ": alias '" + std::string(terms[*alias_at].name) +
+                  "' of PMU '" + spec.pmu + "' needs a value for '" + std::string(p) + "'; write " +
+                  spec.pmu + "/" + std::string(terms[*alias_at].name) + "," + std::string(p) + "=N/");
   }
   apply_modifiers(mods, spec);
   spec.name = canonical + "/" + modifier_letters(mods);
@@ -214,7 +227,8 @@ EventSpec parse_pmu_event(std::string_view text, const EventRoots& roots) {
   std::string_view rest = text.substr(open + 1);
   auto close = rest.find('/');
   if (close == std::string_view::npos)
-    throw Error("unterminated PMU event " + quote_text(text) + ": missing the closing '/'; " + std::string(kSyntax));
+    throw Error("unterminated PMU event " + quote_text(text) + ": missing the closing '/'; " +
+                std::string(kSyntax));
   std::string_view body = rest.substr(0, close);
   std::string_view after = rest.substr(close + 1);
   if (after.find('/') != std::string_view::npos)

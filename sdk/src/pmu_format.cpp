@@ -30,10 +30,14 @@ std::optional<FormatField> parse_format_field(std::string_view text) {
   auto colon = text.find(':');
   if (colon == std::string_view::npos) return std::nullopt;
   std::string_view word = text.substr(0, colon);
-  if (word == "config") f.word = 0;
-  else if (word == "config1") f.word = 1;
-  else if (word == "config2") f.word = 2;
-  else return std::nullopt;
+  if (word == "config")
+    f.word = 0;
+  else if (word == "config1")
+    f.word = 1;
+  else if (word == "config2")
+    f.word = 2;
+  else
+    return std::nullopt;
   std::string_view ranges = text.substr(colon + 1);
   if (ranges.empty()) return std::nullopt;
   while (true) {

@@ -59,8 +59,8 @@ std::optional<FormatField> PmuDirectory::format(std::string_view term, std::stri
   if (file.error) unreadable(path, file.error, event_text);
   auto field = parse_format_field(file.text);
   if (!field)
-    throw Error("event " + quote_text(event_text) + ": format term '" + std::string(term) + "' of PMU '" + name_ +
-                "' is " + quote_text(file.text) + " (" + path.string() +
+    throw Error("event " + quote_text(event_text) + ": format term '" + std::string(term) + "' of PMU '" +
+                name_ + "' is " + quote_text(file.text) + " (" + path.string() +
                 "), which selfperf cannot place: expected config, config1 or config2 followed by bit ranges, "
                 "e.g. config:0-7 or config1:0-3,8");
   return field;
@@ -68,7 +68,8 @@ std::optional<FormatField> PmuDirectory::format(std::string_view term, std::stri
 
 std::vector<std::string> PmuDirectory::format_terms() const { return list_directory(dir_ / "format"); }
 
-std::optional<std::string> PmuDirectory::alias(std::string_view alias_name, std::string_view event_text) const {
+std::optional<std::string> PmuDirectory::alias(std::string_view alias_name,
+                                               std::string_view event_text) const {
   if (is_companion_file(alias_name)) return std::nullopt;
   auto path = dir_ / "events" / std::string(alias_name);
   if (!is_plain_file(path)) return std::nullopt;

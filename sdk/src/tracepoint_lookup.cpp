@@ -26,25 +26,28 @@ std::filesystem::path find_events_dir(std::string_view text, const EventRoots& r
     auto events = root / "events";
     int err = directory_access(events);
     if (err == 0) return events;
-    if (err == EACCES || err == EPERM) denied.push_back(root.string());
-    else missing.push_back(root.string());
+    if (err == EACCES || err == EPERM)
+      denied.push_back(root.string());
+    else
+      missing.push_back(root.string());
   }
   std::string head = "tracepoint " + quote_text(text) + ": ";
   if (!denied.empty()) {
-    std::string msg = head + "tracefs at " + join_names(denied) + " is not readable by this user (permission denied); " +
-                      kPermissionAdvice;
+    std::string msg = head + "tracefs at " + join_names(denied) +
+                      " is not readable by this user (permission denied); " + kPermissionAdvice;
     if (!missing.empty()) msg += "; tracefs is not mounted at " + join_names(missing);
     throw Error(msg, EACCES);
   }
   if (roots.tracefs.empty()) throw Error(head + "no tracefs root to look in; " + kMountAdvice, ENOENT);
-  throw Error(head + "tracefs is not mounted (no events/ directory under " + join_names(missing) + "); " + kMountAdvice,
+  throw Error(head + "tracefs is not mounted (no events/ directory under " + join_names(missing) + "); " +
+                  kMountAdvice,
               ENOENT);
 }
 
 [[noreturn]] void not_found(std::string_view what, std::string_view name, const std::filesystem::path& dir,
                             std::string_view text) {
-  std::string msg = "tracepoint " + quote_text(text) + ": unknown " + std::string(what) + " " + quote_text(name) + " (no " +
-                    (dir / std::string(name)).string() + ")";
+  std::string msg = "tracepoint " + quote_text(text) + ": unknown " + std::string(what) + " " +
+                    quote_text(name) + " (no " + (dir / std::string(name)).string() + ")";
   auto near = nearest_names(name, list_directory(dir));
   if (!near.empty()) msg += "; nearest: " + join_names(near);
   msg += "; `perf list tracepoint` lists them";
@@ -56,8 +59,8 @@ void check_directory(const std::filesystem::path& dir, std::string_view what, st
   int err = directory_access(dir / std::string(name));
   if (err == 0) return;
   if (err == ENOENT || err == ENOTDIR) not_found(what, name, dir, text);
-  throw Error("tracepoint " + quote_text(text) + ": cannot read " + (dir / std::string(name)).string() + " (" +
-                  std::strerror(err) + "); " + kPermissionAdvice,
+  throw Error("tracepoint " + quote_text(text) + ": cannot read " + (dir / std::string(name)).string() +
+                  " (" + std::strerror(err) + "); " + kPermissionAdvice,
               err);
 }
 
@@ -70,8 +73,9 @@ EventSpec tracepoint_event(std::string_view subsys, std::string_view name, const
                 ": write subsys:name (letters, digits, '_', '-', '.'), e.g. sched:sched_switch");
   // A tracepoint fires in kernel context; with the kernel excluded it would always read 0.
   if (mods.excludes_kernel())
-    throw Error("tracepoint " + quote_text(text) + " would never count: tracepoints fire in the kernel, and ':" +
-                modifier_letters(mods) + "' excludes it; drop the privilege modifier or use ':k'");
+    throw Error("tracepoint " + quote_text(text) +
+                " would never count: tracepoints fire in the kernel, and ':" + modifier_letters(mods) +
+                "' excludes it; drop the privilege modifier or use ':k'");
   auto events = find_events_dir(text, roots);
   check_directory(events, "tracepoint subsystem", subsys, text);
   auto subsys_dir = events / std::string(subsys);
