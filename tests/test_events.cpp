@@ -769,6 +769,9 @@ TEST_CASE("real sysfs: dynamic PMU syntax on the PMUs this machine has") {
 
   // Unknown PMU: the message lists what is there.
   check_error("nosuchpmu/event=1/", real, {"unknown PMU 'nosuchpmu'", "software"});
+  if (!fs::exists(pmus / "cpu")) {
+    check_error("cpu/event=0x3c/u", real, {"unknown PMU 'cpu'", "software", "no hardware PMU"});
+  }
   check_error("software/event=1/", real,
               {"unknown term 'event'", "no format terms", "config, config1, config2"});
 
