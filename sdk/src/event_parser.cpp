@@ -133,7 +133,11 @@ EventSpec tracepoint(std::string_view head, std::string_view rest, std::string_v
 
 }  // namespace
 
-EventSpec parse_event(std::string_view text) { return parse_event(text, EventRoots{}); }
+EventSpec parse_event(std::string_view text) {
+  // Built once: constructing the default paths costs more than parsing a generic name.
+  static const EventRoots kSystemRoots;
+  return parse_event(text, kSystemRoots);
+}
 
 EventSpec parse_event(std::string_view input, const EventRoots& roots) {
   if (input.size() > kMaxEventText)
