@@ -7,15 +7,15 @@
 namespace selfperf {
 
 using detail::uint128;
-using detail::Wide256;
+using detail::Wide192;
 
 namespace {
 
 // a - b for a >= b.
-Wide256 subtract(const Wide256& a, const Wide256& b) noexcept {
-  Wide256 r;
+Wide192 subtract(const Wide192& a, const Wide192& b) noexcept {
+  Wide192 r;
   r.lo = a.lo - b.lo;
-  r.hi = a.hi - b.hi - static_cast<uint128>(a.lo < b.lo);
+  r.hi = a.hi - b.hi - static_cast<std::uint64_t>(a.lo < b.lo);
   return r;
 }
 
@@ -24,8 +24,8 @@ long double to_long_double(uint128 x) noexcept {
          static_cast<long double>(static_cast<std::uint64_t>(x));
 }
 
-long double to_long_double(const Wide256& x) noexcept {
-  return to_long_double(x.hi) * 0x1p128L + to_long_double(x.lo);
+long double to_long_double(const Wide192& x) noexcept {
+  return static_cast<long double>(x.hi) * 0x1p128L + to_long_double(x.lo);
 }
 
 }  // namespace
@@ -58,13 +58,13 @@ double Histogram::stddev() const noexcept {
   if (total_ == 0) return 0.0;
   // Σ(v - mean)² = Σv² - S²/n. Subtracting in floating point would cancel catastrophically for large, nearly
   // equal values, so write S = q·n + r (q = ⌊S/n⌋ < 2^64, r < n) and subtract the integer part
-  // S²/n = q²n + 2qr + r²/n exactly in 256 bits; only r²/n < n is fractional.
+  // S²/n = q²n + 2qr + r²/n exactly in 192 bits; only r²/n < n is fractional.
   const std::uint64_t n = total_;
   const uint128 q = sum_ / n;
   const uint128 r = sum_ % n;
-  Wide256 integer_part = detail::multiply(q * q, n);
+  Wide192 integer_part = detail::multiply(q * q, n);
   integer_part.add(detail::multiply(q * r, 2));
-  const Wide256 difference = subtract(sum_squares_, integer_part);
+  const Wide192 difference = subtract(sum_squares_, integer_part);
   const long double r_ld = to_long_double(r);
   long double m2 = to_long_double(difference) - r_ld * r_ld / static_cast<long double>(n);
   if (m2 < 0) m2 = 0;  // only rounding can take it below zero

@@ -12,7 +12,7 @@
 //
 // over the whole range 0 … UINT64_MAX (exact below 256). Percentiles are additionally clamped to the exact
 // [min, max], which can only bring them closer to the true value. count, min, max, sum and hence mean are exact
-// (the sum is kept in 128 bits, the sum of squares in 256 bits, so stddev is exact up to the final rounding).
+// (the sum is kept in 128 bits, the sum of squares in 192 bits, so stddev is exact up to the final rounding).
 //
 // Memory: kBucketCount (7424) 64-bit counters held inline, about 58 KiB; construction, record() and merge never
 // allocate. Only the text/SVG renderings allocate their result string.
@@ -28,30 +28,30 @@ namespace detail {
 
 __extension__ using uint128 = unsigned __int128;
 
-// A 256-bit unsigned accumulator: the sum of value² × count over 2^64 records needs up to 192 bits.
-struct Wide256 {
+// A 192-bit unsigned accumulator: the sum of value² × count over fewer than 2^64 records stays below 2^192.
+struct Wide192 {
   uint128 lo = 0;
-  uint128 hi = 0;
+  std::uint64_t hi = 0;  // multiples of 2^128
 
   void add(uint128 x) noexcept {
     lo += x;
-    hi += static_cast<uint128>(lo < x);  // carry without a branch
+    hi += static_cast<std::uint64_t>(lo < x);  // carry without a branch
   }
-  void add(const Wide256& x) noexcept {
+  void add(const Wide192& x) noexcept {
     add(x.lo);
     hi += x.hi;
   }
-  bool operator==(const Wide256&) const = default;
+  bool operator==(const Wide192&) const = default;
 };
 
-// a × b exactly, a < 2^128, b < 2^64.
-inline Wide256 multiply(uint128 a, std::uint64_t b) noexcept {
+// a × b exactly, a < 2^128, b < 2^64, for products below 2^192.
+inline Wide192 multiply(uint128 a, std::uint64_t b) noexcept {
   const uint128 low = static_cast<uint128>(static_cast<std::uint64_t>(a)) * b;
   const uint128 high = static_cast<uint128>(static_cast<std::uint64_t>(a >> 64)) * b;  // weight 2^64
-  Wide256 r;
+  Wide192 r;
   r.lo = low;
   r.add(high << 64);
-  r.hi += high >> 64;
+  r.hi += static_cast<std::uint64_t>(high >> 64);
   return r;
 }
 
@@ -111,24 +111,26 @@ class Histogram {
     return bucket_lowest(index) + bucket_width(index) / 2;
   }
 
-  // Counts `value` once. No allocation, no branch beyond the compiler's conditional moves for min/max.
+  // Counts `value` once: no allocation, no loop, two well-predicted branches (new minimum / maximum).
   void record(std::uint64_t value) noexcept {
-    counts_[bucket_index(value)] += 1;
+    // New extremes are rare after the first few values, so these branches are predicted; unlike a conditional
+    // move they do not store min_/max_ on every call, which would chain each record behind the last one.
+    if (value < min_) [[unlikely]] min_ = value;
+    if (value > max_) [[unlikely]] max_ = value;
     total_ += 1;
-    min_ = value < min_ ? value : min_;
-    max_ = value > max_ ? value : max_;
     sum_ += value;
     sum_squares_.add(static_cast<detail::uint128>(value) * value);
+    counts_[bucket_index(value)] += 1;
   }
   // Counts `value` `count` times (a count of 0 records nothing). The total count must stay below 2^64.
   void record(std::uint64_t value, std::uint64_t count) noexcept {
     if (count == 0) return;
-    counts_[bucket_index(value)] += count;
+    if (value < min_) [[unlikely]] min_ = value;
+    if (value > max_) [[unlikely]] max_ = value;
     total_ += count;
-    min_ = value < min_ ? value : min_;
-    max_ = value > max_ ? value : max_;
     sum_ += static_cast<detail::uint128>(value) * count;
     sum_squares_.add(detail::multiply(static_cast<detail::uint128>(value) * value, count));
+    counts_[bucket_index(value)] += count;
   }
 
   // Adds every value recorded in `other`: the result equals having recorded both streams into one histogram.
@@ -204,7 +206,7 @@ class Histogram {
   std::uint64_t min_ = UINT64_MAX;
   std::uint64_t max_ = 0;
   detail::uint128 sum_ = 0;
-  detail::Wide256 sum_squares_;
+  detail::Wide192 sum_squares_;
 };
 
 // x rounded to the nearest uint64, saturating at 0 and UINT64_MAX (std::llround overflows above 2^63).
