@@ -15,7 +15,11 @@
 // (the sum is kept in 128 bits, the sum of squares in 192 bits, so stddev is exact up to the final rounding).
 //
 // Memory: kBucketCount (7424) 64-bit counters held inline, about 58 KiB; construction, record() and merge never
-// allocate. Only the text/SVG renderings allocate their result string.
+// allocate. Only the text/SVG renderings allocate their result string. At that size, keep histograms in static
+// or heap storage rather than on small thread stacks.
+//
+// Threads: a Histogram has no internal synchronisation. Give each thread its own and merge them with += when
+// reporting (the merged result is identical to having recorded every value into one).
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -201,7 +205,9 @@ class Histogram {
  private:
   std::size_t next_nonempty(std::size_t from) const noexcept;
 
-  std::array<std::uint64_t, kBucketCount> counts_{};
+  // unsigned long long, not uint64_t (unsigned long): a distinct type, so by the aliasing rules a bucket increment
+  // cannot modify total_/min_/max_ and the compiler may keep those in registers across inlined record() calls.
+  std::array<unsigned long long, kBucketCount> counts_{};
   std::uint64_t total_ = 0;
   std::uint64_t min_ = UINT64_MAX;
   std::uint64_t max_ = 0;
