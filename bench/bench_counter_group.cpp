@@ -10,7 +10,10 @@
 
 #include <unistd.h>
 
+#include "group_pages.hpp"
 #include "selfperf/counter_group.hpp"
+#include "selfperf/mmap_read.hpp"
+#include "selfperf/region.hpp"
 
 namespace {
 
@@ -40,6 +43,45 @@ void BM_RawRead(benchmark::State& state) {
   }
 }
 
+// Scope start+stop on a group whose pages are synthetic (no PMU here), against two bare group fast reads
+// of the same pages with the same fake counter: what Scope adds on top of the reads. Target <= 2.5x.
+perf_event_mmap_page g_pages[3];
+std::uint64_t fake_pmc(std::uint32_t counter) { return std::uint64_t{counter} * 1000 + 7; }
+std::uint64_t fake_timestamp() { return 42; }
+
+std::vector<const volatile perf_event_mmap_page*> synthetic_pages() {
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    g_pages[i] = perf_event_mmap_page{};
+    g_pages[i].cap_user_rdpmc = 1;
+    g_pages[i].index = i + 1;
+    g_pages[i].pmc_width = 48;
+    g_pages[i].time_enabled = g_pages[i].time_running = 1000;
+  }
+  return {&g_pages[0], &g_pages[1], &g_pages[2]};
+}
+
+void BM_ScopePairSynthetic(benchmark::State& state) {
+  selfperf::CounterGroup group{"task-clock", "page-faults", "cpu-clock"};
+  selfperf::detail::CounterGroupTestAccess::use_synthetic_pages(group, synthetic_pages(), fake_pmc, fake_timestamp);
+  selfperf::Region region("bench");
+  for (auto _ : state) {
+    selfperf::Scope scope(group, region);
+  }
+  if (group.read_path() != "rdpmc") state.SkipWithError("synthetic pages did not take the rdpmc path");
+}
+
+void BM_TwoFastReadsSynthetic(benchmark::State& state) {
+  auto pages = synthetic_pages();
+  selfperf::PageReading out[3];
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(selfperf::read_mmap_pages(pages, out, fake_pmc, fake_timestamp));
+    benchmark::DoNotOptimize(selfperf::read_mmap_pages(pages, out, fake_pmc, fake_timestamp));
+    benchmark::ClobberMemory();
+  }
+}
+
+BENCHMARK(BM_TwoFastReadsSynthetic)->Repetitions(9)->ReportAggregatesOnly(true);
+BENCHMARK(BM_ScopePairSynthetic)->Repetitions(9)->ReportAggregatesOnly(true);
 BENCHMARK(BM_RawRead)->Arg(1)->Arg(3)->Repetitions(9)->ReportAggregatesOnly(true);
 BENCHMARK(BM_GroupRead)->Arg(1)->Arg(3)->Repetitions(9)->ReportAggregatesOnly(true);
 
@@ -69,6 +111,15 @@ int main(int argc, char** argv) {
     bool ok = ratio <= 1.10;
     failures += !ok;
     std::printf("ratio CounterGroup::read(%s members) / raw read(2) = %.3f (target <= 1.10) %s\n", members, ratio,
+                ok ? "PASS" : "FAIL");
+  }
+  double scope = reporter.medians["BM_ScopePairSynthetic/"];
+  double reads = reporter.medians["BM_TwoFastReadsSynthetic/"];
+  if (reads > 0) {
+    double ratio = scope / reads;
+    bool ok = ratio <= 2.5;
+    failures += !ok;
+    std::printf("ratio Scope start+stop / two fast group reads (3 synthetic pages) = %.3f (target <= 2.5) %s\n", ratio,
                 ok ? "PASS" : "FAIL");
   }
   return failures ? 1 : 0;

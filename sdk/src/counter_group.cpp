@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include <pthread.h>
@@ -67,6 +68,7 @@ struct CounterGroup::State {
   bool consistent = false;
   std::vector<std::string> notes;
   std::string_view path = "none: not read yet";
+  std::vector<double> overhead;
 
   void open(GroupOptions options);
   void ioctl_group(unsigned long request, const char* what);
@@ -147,6 +149,7 @@ CounterGroup::CounterGroup(std::vector<EventSpec> events, GroupOptions options) 
   state_->specs = std::move(events);
   try {
     state_->open(options);
+    if (options.subtract_overhead) calibrate();
   } catch (...) {
     delete state_;
     throw;
@@ -209,6 +212,38 @@ void CounterGroup::read(GroupReading& out) {
     out[i].time_running = buf.time_running;
   }
 }
+
+void CounterGroup::calibrate() {
+  // The minimum, not the mean: the cheapest empty region is the cost the reads themselves add; anything
+  // above it is interference (interrupts, preemption) that real regions suffer too.
+  constexpr int kPairs = 256;
+  State& s = *state_;
+  s.overhead.assign(s.specs.size(), std::numeric_limits<double>::infinity());
+  enable();
+  GroupReading before, after;
+  for (int pair = 0; pair < kPairs; ++pair) {
+    read(before);
+    read(after);
+    for (std::size_t i = 0; i < s.specs.size(); ++i) {
+      CounterDelta d = delta(before[i], after[i]);
+      if (d.counted()) s.overhead[i] = std::min(s.overhead[i], d.scaled());
+    }
+  }
+  disable();
+  reset();
+  for (double& o : s.overhead)
+    if (o == std::numeric_limits<double>::infinity()) o = 0;
+  s.path = "none: not read yet";
+}
+
+void detail::CounterGroupTestAccess::use_synthetic_pages(CounterGroup& group,
+                                                         std::vector<const volatile perf_event_mmap_page*> pages,
+                                                         std::uint64_t (*read_pmc)(std::uint32_t),
+                                                         std::uint64_t (*read_timestamp)()) {
+  group.state_->pages.use_synthetic(std::move(pages), read_pmc, read_timestamp);
+}
+
+std::span<const double> CounterGroup::overhead() const noexcept { return state_->overhead; }
 
 std::string_view CounterGroup::read_path() const noexcept { return state_->path; }
 bool CounterGroup::user_only() const noexcept { return state_->user_only; }

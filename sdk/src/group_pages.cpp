@@ -1,5 +1,8 @@
 #include "group_pages.hpp"
 
+#include "selfperf/hw_read.hpp"
+#include "selfperf/mmap_read.hpp"
+
 #include <cerrno>
 #include <cstring>
 
@@ -45,17 +48,49 @@ void GroupPages::map(const std::vector<Fd>& fds, const std::vector<EventSpec>& s
   }
 }
 
-void GroupPages::use_synthetic(std::vector<const volatile perf_event_mmap_page*> pages, ReadPmc read_pmc) {
+void GroupPages::use_synthetic(std::vector<const volatile perf_event_mmap_page*> pages, ReadPmc read_pmc,
+                               ReadTimestamp read_timestamp) {
   pages_ = std::move(pages);
   synthetic_pmc_ = read_pmc;
+  synthetic_timestamp_ = read_timestamp;
   usable_ = true;
   refusal_.clear();
 }
 
+namespace {
+std::string_view syscall_reason(MmapRefusal refusal) noexcept {
+  switch (refusal) {
+    case MmapRefusal::not_running: return "syscall: event not running (page index 0)";
+    case MmapRefusal::no_rdpmc: return "syscall: cap_user_rdpmc clear";
+    case MmapRefusal::bad_pmc_width: return "syscall: unusable pmc_width on the page";
+    case MmapRefusal::bad_time_shift: return "syscall: unusable time_shift on the page";
+    case MmapRefusal::unstable: return "syscall: page kept changing (seqlock retries exhausted)";
+    case MmapRefusal::none: break;
+  }
+  return "syscall: fast read refused";
+}
+}  // namespace
+
 bool GroupPages::read(GroupReading& out) noexcept {
-  (void)out;
-  last_refusal_ = "syscall: fast path not built";
-  return false;
+  PageReading readings[kMaxGroupMembers];
+  const bool ok = synthetic_pmc_ ? read_mmap_pages(pages_, readings, synthetic_pmc_, synthetic_timestamp_)
+                                 : read_self_group(pages_, readings);
+  if (!ok) {
+    MmapRefusal why = MmapRefusal::unstable;
+    for (const auto* page : pages_)
+      if (MmapRefusal r = check_mmap_page(*page); r != MmapRefusal::none) {
+        why = r;
+        break;
+      }
+    last_refusal_ = syscall_reason(why);
+    return false;
+  }
+  for (std::size_t i = 0; i < pages_.size(); ++i) {
+    out[i].value = readings[i].count;
+    out[i].time_enabled = readings[i].time_enabled;
+    out[i].time_running = readings[i].time_running;
+  }
+  return true;
 }
 
 }  // namespace selfperf::detail

@@ -16,6 +16,7 @@ namespace selfperf::detail {
 class GroupPages {
  public:
   using ReadPmc = std::uint64_t (*)(std::uint32_t);
+  using ReadTimestamp = std::uint64_t (*)();
 
   GroupPages() = default;
   GroupPages(GroupPages&&) = delete;
@@ -34,16 +35,24 @@ class GroupPages {
   // All members under all their seqlocks; false ⇒ the caller reads with read(2).
   bool read(GroupReading& out) noexcept;
 
-  // Test hook: read synthetic pages with a fake counter read instead of rdpmc.
-  void use_synthetic(std::vector<const volatile perf_event_mmap_page*> pages, ReadPmc read_pmc);
+  // Test hook: read synthetic pages with a fake counter and timestamp read instead of rdpmc/rdtsc.
+  void use_synthetic(std::vector<const volatile perf_event_mmap_page*> pages, ReadPmc read_pmc,
+                     ReadTimestamp read_timestamp);
 
  private:
   std::vector<void*> mappings_;
   std::vector<const volatile perf_event_mmap_page*> pages_;
   ReadPmc synthetic_pmc_ = nullptr;
+  ReadTimestamp synthetic_timestamp_ = nullptr;
   bool usable_ = false;
   std::string refusal_ = "syscall: not mapped";
   std::string_view last_refusal_;
+};
+
+// Lets tests put synthetic member pages behind a real group, to exercise the all-seqlocks group read.
+struct CounterGroupTestAccess {
+  static void use_synthetic_pages(CounterGroup& group, std::vector<const volatile perf_event_mmap_page*> pages,
+                                  std::uint64_t (*read_pmc)(std::uint32_t), std::uint64_t (*read_timestamp)());
 };
 
 }  // namespace selfperf::detail

@@ -4,4 +4,6 @@
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/probe.hpp"
+#include "selfperf/instrument.hpp"
+#include "selfperf/region.hpp"
 #include "selfperf/sample.hpp"
