@@ -1,0 +1,247 @@
+#include <doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <ctime>
+#include <new>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "selfperf/counter_group.hpp"
+#include "selfperf/error.hpp"
+#include "selfperf/frame_loop.hpp"
+
+// Every operator new in this binary is counted, so a test can prove that frames never allocate.
+namespace {
+std::atomic<unsigned long> g_allocations{0};
+}
+// GCC flags free() in a replaced operator delete as a mismatch with operator new; here they are the pair.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+using selfperf::FrameLoop;
+using selfperf::GroupReading;
+
+namespace {
+
+// A reading as a group of counters that never multiplex would give: running == enabled == `ns`.
+GroupReading reading(std::initializer_list<std::uint64_t> values, std::uint64_t ns) {
+  GroupReading r;
+  r.resize(values.size());
+  std::size_t i = 0;
+  for (auto v : values) {
+    r[i].value = v;
+    r[i].time_enabled = ns;
+    r[i].time_running = ns;
+    ++i;
+  }
+  return r;
+}
+
+std::uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// Burns at least `ns` of this thread's CPU time: task-clock then grows by at least that much.
+void burn_cpu(std::uint64_t ns) {
+  volatile std::uint64_t sink = 0;
+  const std::uint64_t start = thread_cpu_ns();
+  while (thread_cpu_ns() - start < ns)
+    for (int i = 0; i < 1000; ++i) sink = sink + static_cast<std::uint64_t>(i);
+}
+
+}  // namespace
+
+TEST_CASE("frames over an event budget are exactly those whose delta exceeds it (caller-supplied readings)") {
+  FrameLoop loop({"a", "b"}, {.over_budget_capacity = 16});
+  loop.set_budget("b", 10);
+  const std::uint64_t b_deltas[] = {1, 11, 10, 50, 0, 12, 3};
+  std::uint64_t a = 0, b = 0, t = 1000;
+  loop.mark(reading({a, b}, t), t);
+  for (std::uint64_t d : b_deltas) {
+    a += 5;
+    b += d;
+    t += 100;
+    loop.mark(reading({a, b}, t), t);
+  }
+  CHECK(loop.frames() == std::size(b_deltas));
+  CHECK(loop.in_frame());
+  CHECK(loop.wall_histogram().count() == loop.frames());
+  CHECK(loop.histogram(0).count() == loop.frames());
+  CHECK(loop.histogram(1).count() == loop.frames());
+  CHECK(loop.histogram(0).min() == 5);
+  CHECK(loop.histogram(0).max() == 5);
+  CHECK(loop.histogram(1).max() == 50);
+  CHECK(loop.wall_histogram().max() == 100);
+  CHECK(loop.over_budget_count() == 3);
+  const auto over = loop.over_budget_frames();
+  REQUIRE(over.size() == 3);
+  CHECK(over[0].index == 1);
+  CHECK(over[1].index == 3);
+  CHECK(over[2].index == 5);
+  CHECK(over[1].deltas[1] == 50);
+  CHECK(over[1].deltas[0] == 5);
+  CHECK(over[1].over_event_budget(1));
+  CHECK_FALSE(over[1].over_event_budget(0));
+  CHECK_FALSE(over[1].over_wall_budget());
+  const std::string report = loop.report();
+  INFO(report);
+  CHECK(report.find("7 frames; over budget (b > 10): 3") != std::string::npos);
+  CHECK(report.find("over-budget frames (3 most recent of 3)") != std::string::npos);
+}
+
+TEST_CASE("the over-budget ring keeps the most recent frames and counts the dropped ones") {
+  FrameLoop loop({.wall_budget = std::chrono::nanoseconds(50), .over_budget_capacity = 3});
+  const GroupReading none;
+  std::uint64_t t = 0;
+  for (int i = 0; i < 10; ++i) {
+    loop.begin(none, t);
+    t += (i % 2 == 0) ? 100 : 10;  // even frames are over the 50 ns budget
+    const auto& frame = loop.end(none, t);
+    CHECK(frame.over_budget() == (i % 2 == 0));
+  }
+  CHECK(loop.over_budget_count() == 5);
+  CHECK(loop.over_budget_dropped() == 2);
+  const auto kept = loop.over_budget_frames();
+  REQUIRE(kept.size() == 3);
+  CHECK(kept[0].index == 4);
+  CHECK(kept[1].index == 6);
+  CHECK(kept[2].index == 8);
+  CHECK(kept[2].over_wall_budget());
+  CHECK(loop.report().find("older ones dropped") != std::string::npos);
+  loop.reset();
+  CHECK(loop.frames() == 0);
+  CHECK(loop.over_budget_frames().empty());
+  CHECK(loop.wall_histogram().empty());
+}
+
+TEST_CASE("events not counted in a frame are left out of their histogram and reported") {
+  FrameLoop loop({"x"});
+  GroupReading r0 = reading({100}, 1000), r1 = reading({100}, 1000);  // running did not advance
+  loop.begin(r0, 0);
+  const auto& frame = loop.end(r1, 10);
+  CHECK_FALSE(frame.counted[0]);
+  CHECK(loop.not_counted(0) == 1);
+  CHECK(loop.histogram(0).count() == 0);
+  CHECK(loop.wall_histogram().count() == 1);
+  CHECK(loop.report().find("not counted in 1 frames") != std::string::npos);
+
+  // Multiplexed for half the frame: the delta is scaled up (count × enabled / running).
+  GroupReading m0 = reading({0}, 0), m1 = reading({300}, 0);
+  m1[0].time_enabled = 2000;
+  m1[0].time_running = 1000;
+  loop.begin(m0, 0);
+  CHECK(loop.end(m1, 10).deltas[0] == 600);
+}
+
+TEST_CASE("misuse is reported as selfperf::Error naming the problem") {
+  FrameLoop loop({"a", "b"});
+  CHECK_THROWS_WITH_AS(loop.set_budget("c", 1), doctest::Contains("'c' is not an event of this loop (events: a, b)"),
+                       selfperf::Error);
+  CHECK_THROWS_AS(loop.set_budget(std::size_t{2}, 1), selfperf::Error);
+  CHECK_THROWS_WITH_AS(loop.end(reading({1, 2}, 1), 1), doctest::Contains("no frame is open"), selfperf::Error);
+  CHECK_THROWS_WITH_AS(loop.begin(reading({1}, 1), 1), doctest::Contains("a reading of 1 members"), selfperf::Error);
+  CHECK_THROWS_AS(FrameLoop(std::vector<std::string>(selfperf::kMaxGroupMembers + 1, "e")), selfperf::Error);
+}
+
+TEST_CASE("a real group: over-budget frames are exactly the ones that burned CPU or touched fresh pages") {
+  selfperf::CounterGroup group{"task-clock", "page-faults:u"};
+  group.enable();
+  FrameLoop loop(group, {.over_budget_capacity = 32});
+  loop.set_budget(loop.event_name(0), 10'000'000);  // task-clock: 10 ms of CPU
+  loop.set_budget(1, 64);                           // page-faults:u
+
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t pages_per_frame = 256, frames = 30;
+  const std::size_t length = pages_per_frame * page * frames;
+  void* mem = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  madvise(mem, length, MADV_NOHUGEPAGE);  // one fault per 4 KiB page, not one per huge page
+  auto* bytes = static_cast<volatile char*>(mem);
+
+  const auto burns = [](std::size_t i) { return i % 7 == 3; };
+  const auto touches = [](std::size_t i) { return i % 5 == 1; };
+  const unsigned long allocations_before = g_allocations.load();
+  for (std::size_t i = 0; i < frames; ++i) {
+    loop.mark();
+    if (burns(i)) burn_cpu(20'000'000);
+    if (touches(i))
+      for (std::size_t p = 0; p < pages_per_frame; ++p) bytes[(i * pages_per_frame + p) * page] = 1;
+  }
+  loop.mark();  // closes the last frame
+  const unsigned long allocations_after = g_allocations.load();
+  munmap(mem, length);
+
+  CHECK(allocations_after == allocations_before);
+  CHECK(loop.frames() == frames);
+  CHECK(loop.wall_histogram().count() == frames);
+  CHECK(loop.histogram(0).count() == frames);
+  CHECK(loop.histogram(1).count() == frames);
+  CHECK(loop.histogram(0).max() >= 15'000'000);  // task-clock and the thread CPU clock differ slightly
+  CHECK(loop.histogram(1).max() >= pages_per_frame);
+
+  std::set<std::uint64_t> expected_cpu, expected_faults, got_cpu, got_faults;
+  for (std::size_t i = 0; i < frames; ++i) {
+    if (burns(i)) expected_cpu.insert(i);
+    if (touches(i)) expected_faults.insert(i);
+  }
+  const auto over = loop.over_budget_frames();
+  CHECK(loop.over_budget_count() == over.size());
+  for (const auto& frame : over) {
+    if (frame.over_event_budget(0)) got_cpu.insert(frame.index);
+    if (frame.over_event_budget(1)) got_faults.insert(frame.index);
+    if (frame.over_event_budget(1)) CHECK(frame.deltas[1] >= pages_per_frame);
+    if (frame.over_event_budget(0)) CHECK(frame.wall_ns >= frame.deltas[0] / 2);
+  }
+  CHECK(got_cpu == expected_cpu);
+  CHECK(got_faults == expected_faults);
+  std::set<std::uint64_t> expected_all = expected_cpu;
+  expected_all.insert(expected_faults.begin(), expected_faults.end());
+  CHECK(over.size() == expected_all.size());
+
+  const std::string report = loop.report();
+  INFO(report);
+  CHECK(report.find("30 frames") != std::string::npos);
+  CHECK(report.find(loop.event_name(1)) != std::string::npos);
+  CHECK(report.find("p99.9") != std::string::npos);
+}
+
+TEST_CASE("a wall-time budget flags frames that certainly ran longer than it") {
+  FrameLoop loop({.wall_budget = std::chrono::milliseconds(30)});
+  std::vector<std::uint64_t> long_frames;
+  for (std::uint64_t i = 0; i < 12; ++i) {
+    loop.begin();
+    if (i % 4 == 2) {
+      // Spin on the clock itself: the frame lasts at least 60 ms however loaded the machine is.
+      const std::uint64_t start = FrameLoop::now_ns();
+      while (FrameLoop::now_ns() - start < 60'000'000) {
+      }
+      long_frames.push_back(i);
+    }
+    const auto& frame = loop.end();
+    if (i % 4 == 2) CHECK(frame.over_wall_budget());
+  }
+  // Short frames are over 30 ms only if the machine stalls us that long, so only inclusion is asserted.
+  std::set<std::uint64_t> flagged;
+  for (const auto& f : loop.over_budget_frames()) flagged.insert(f.index);
+  for (auto i : long_frames) CHECK(flagged.count(i) == 1);
+  CHECK(loop.wall_histogram().count() == 12);
+  CHECK(loop.wall_histogram().max() >= 60'000'000);
+}
