@@ -5,6 +5,8 @@
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/event_poller.hpp"
+#include "selfperf/frame_loop.hpp"
+#include "selfperf/histogram.hpp"
 #include "selfperf/hw_read.hpp"
 #include "selfperf/instrument.hpp"
 #include "selfperf/mem_data_src.hpp"
