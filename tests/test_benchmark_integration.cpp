@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include <selfperf/benchmark.hpp>
+#include <selfperf/error.hpp>
 
 namespace {
 
@@ -59,4 +60,46 @@ TEST_CASE("BenchmarkCounters reports per-iteration event counts in state.counter
   // Per iteration, not per run (50 iterations): sanitizer shadow memory faults extra pages, so the bound is loose.
   CHECK(per_iteration < static_cast<double>(kPages) * 20);
   CHECK(c.count("IPC") == 0);  // no cycles/instructions in this set
+}
+
+namespace {
+void per_iteration(benchmark::State& state) {
+  selfperf::BenchmarkCounters counters(state, {"page-faults:u"}, {.per_iteration = true});
+  std::size_t n = 0;
+  for (auto _ : state) {
+    auto iteration = counters.iteration();
+    // Every tenth iteration faults 64 fresh pages, the others none: p50 is 0, max at least 64.
+    if (++n % 10 == 0) {
+      auto* block = static_cast<char*>(mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE,
+                                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      for (std::size_t i = 0; i < kPages; ++i) block[i * 4096] = 1;
+      munmap(block, kPages * 4096);
+    }
+  }
+}
+void misuse(benchmark::State& state) {
+  selfperf::BenchmarkCounters counters(state, {"page-faults:u"});
+  std::string error;
+  for (auto _ : state) {
+    try {
+      auto iteration = counters.iteration();
+    } catch (const selfperf::Error& e) {
+      error = e.what();
+    }
+  }
+  state.counters["refused"] = error.find("per_iteration = true") != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("per-iteration mode reports the distribution of iteration deltas") {
+  benchmark::RegisterBenchmark("per_iteration", per_iteration)->Iterations(100);
+  benchmark::RegisterBenchmark("misuse", misuse)->Iterations(1);
+  Capture capture;
+  benchmark::RunSpecifiedBenchmarks(&capture);
+  auto& c = capture.counters["per_iteration/iterations:100"];
+  REQUIRE(c.count("page-faults:u p50") == 1);
+  CHECK(c["page-faults:u p50"].value == 0);
+  CHECK(c["page-faults:u max"].value >= static_cast<double>(kPages));
+  CHECK(c["page-faults:u p99"].value >= static_cast<double>(kPages));  // 10 % of iterations fault
+  CHECK(capture.counters["misuse/iterations:1"]["refused"].value == 1);
 }

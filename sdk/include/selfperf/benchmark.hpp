@@ -7,10 +7,20 @@
 //     for (auto _ : state) parse(input);
 //   }                                                  // … and here, then fills state.counters
 //
+// Per-iteration histogram mode: read the group around every iteration and report p50/p99/max per event
+// (costs two group reads per iteration, so use it for iterations much longer than a read):
+//
+//     selfperf::BenchmarkCounters counters(state, events, {.per_iteration = true});
+//     for (auto _ : state) {
+//       auto iteration = counters.iteration();
+//       handle(message);
+//     }
+//
 // Events: selfperf::default_events() (SELFPERF_EVENTS, or cycles/instructions/branch-misses with a PMU, or
 // task-clock/page-faults/context-switches without) unless given. IPC and miss rates are added when their
 // events are present. Unlike --benchmark_perf_counters this needs no libpfm (Debian's libbenchmark is built
 // without it) and accepts every perf event name selfperf parses.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,10 +30,17 @@
 
 namespace selfperf {
 
+class Histogram;
+
+struct BenchmarkCounterOptions {
+  bool per_iteration = false;  // also keep a histogram of every iteration's delta per event
+};
+
 class BenchmarkCounters {
  public:
   explicit BenchmarkCounters(benchmark::State& state);
-  BenchmarkCounters(benchmark::State& state, const std::vector<std::string>& events);
+  BenchmarkCounters(benchmark::State& state, const std::vector<std::string>& events,
+                    BenchmarkCounterOptions options = {});
   ~BenchmarkCounters();
   BenchmarkCounters(const BenchmarkCounters&) = delete;
   BenchmarkCounters& operator=(const BenchmarkCounters&) = delete;
@@ -31,10 +48,26 @@ class BenchmarkCounters {
   // Reads the group and publishes the counters now (the destructor does it otherwise).
   void stop();
 
+  // RAII: one iteration's deltas into the per-event histograms (per_iteration mode only).
+  class Iteration {
+   public:
+    explicit Iteration(BenchmarkCounters& counters) : counters_(counters) { counters_.group_->read(before_); }
+    ~Iteration();
+    Iteration(const Iteration&) = delete;
+    Iteration& operator=(const Iteration&) = delete;
+
+   private:
+    BenchmarkCounters& counters_;
+    GroupReading before_;
+  };
+  // Throws selfperf::Error unless constructed with per_iteration = true.
+  Iteration iteration();
+
  private:
   benchmark::State& state_;
   CounterGroup* group_;
   GroupReading before_;
+  std::unique_ptr<Histogram[]> histograms_;  // per event, per_iteration mode only
   bool stopped_ = false;
 };
 

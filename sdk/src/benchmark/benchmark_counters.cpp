@@ -4,6 +4,8 @@
 #include <memory>
 #include <string_view>
 
+#include "selfperf/error.hpp"
+#include "selfperf/histogram.hpp"
 #include "selfperf/instrument.hpp"
 
 namespace selfperf {
@@ -35,9 +37,27 @@ int index_of(const CounterGroup& group, std::initializer_list<std::string_view> 
 
 BenchmarkCounters::BenchmarkCounters(benchmark::State& state) : BenchmarkCounters(state, default_events()) {}
 
-BenchmarkCounters::BenchmarkCounters(benchmark::State& state, const std::vector<std::string>& events)
+BenchmarkCounters::BenchmarkCounters(benchmark::State& state, const std::vector<std::string>& events,
+                                     BenchmarkCounterOptions options)
     : state_(state), group_(&group_for(events)) {
+  if (options.per_iteration) histograms_ = std::make_unique<Histogram[]>(group_->size());
   group_->read(before_);
+}
+
+BenchmarkCounters::Iteration BenchmarkCounters::iteration() {
+  if (!histograms_)
+    throw Error("BenchmarkCounters::iteration() needs the per-iteration mode: construct with "
+                "BenchmarkCounterOptions{.per_iteration = true}");
+  return Iteration(*this);
+}
+
+BenchmarkCounters::Iteration::~Iteration() {
+  GroupReading after;
+  counters_.group_->read(after);
+  for (std::size_t i = 0; i < counters_.group_->size(); ++i) {
+    CounterDelta d = delta(before_[i], after[i]);
+    if (d.counted()) counters_.histograms_[i].record(static_cast<std::uint64_t>(d.scaled() + 0.5));
+  }
 }
 
 BenchmarkCounters::~BenchmarkCounters() { stop(); }
@@ -56,6 +76,14 @@ void BenchmarkCounters::stop() {
     if (!d.counted()) state_.counters[g.event(i).name + " (not counted)"] = 1;
     else state_.counters[g.event(i).name] = benchmark::Counter(totals[i], benchmark::Counter::kAvgIterations);
   }
+  if (histograms_)
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const Histogram& h = histograms_[i];
+      if (h.empty()) continue;
+      state_.counters[g.event(i).name + " p50"] = static_cast<double>(h.p50());
+      state_.counters[g.event(i).name + " p99"] = static_cast<double>(h.p99());
+      state_.counters[g.event(i).name + " max"] = static_cast<double>(h.max());
+    }
   auto ratio = [&](const char* name, int num, int den, double scale) {
     if (num >= 0 && den >= 0 && totals[static_cast<std::size_t>(den)] > 0)
       state_.counters[name] = scale * totals[static_cast<std::size_t>(num)] / totals[static_cast<std::size_t>(den)];
