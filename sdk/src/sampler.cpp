@@ -165,6 +165,7 @@ void SamplerCore::attach_this_thread() {
   state->tid = current_tid();
   state->thread_marker = marker;
   state->stack = StackBounds::of_this_thread();
+  state->code = CodeMap::refresh();
   state->unwinder = options.unwinder;
   state->rearm = options.rearm;
   state->period = options.period;

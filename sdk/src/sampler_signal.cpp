@@ -51,7 +51,7 @@ std::uint64_t monotonic_ns() noexcept {
 std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
   RegisterState regs = RegisterState::from(uc);
   if (s.unwinder == Unwinder::libunwind) return unwind_libunwind(regs, out);
-  return unwind_frame_pointer(regs, s.stack, out);
+  return unwind_frame_pointer(regs, s.stack, out, s.code);
 }
 
 void store_user_sample(ThreadState& s, const ucontext_t& uc, std::uint64_t time, std::uint64_t period,

@@ -58,19 +58,26 @@ constexpr std::uintptr_t kPageSize = 4096;
 
 [[gnu::no_sanitize("address", "thread")]] std::size_t unwind_frame_pointer(const RegisterState& regs,
                                                                           const StackBounds& stack,
-                                                                          std::span<std::uint64_t> out) noexcept {
+                                                                          std::span<std::uint64_t> out,
+                                                                          const CodeMap* code) noexcept {
   if (out.empty()) return 0;
   std::size_t n = 0;
   out[n++] = regs.ip;
   if (regs.ip == 0 || !stack.contains(regs.sp, 8)) return n;  // on another stack (sigaltstack, fiber): leaf only
 
+  std::uintptr_t fp = regs.fp;
+  const bool fp_valid = fp >= regs.sp && (fp & 7u) == 0 && stack.contains(fp, 16);
   int slot = return_address_slot(regs.ip);
   if (slot >= 0 && n < out.size() && stack.contains(regs.sp + slot, 8)) {
     std::uint64_t ret = load(regs.sp + slot);
     if (ret != 0) out[n++] = ret;
+  } else if (code != nullptr && n < out.size()) {
+    // A leaf without a frame of its own: [sp] is its return address, and rbp still the caller's frame.
+    std::uint64_t top = load(regs.sp);
+    std::uint64_t next = fp_valid ? load(fp + 8) : 0;
+    if (top != next && code->is_return_address(top)) out[n++] = top;
   }
 
-  std::uintptr_t fp = regs.fp;
   std::uintptr_t floor = regs.sp;  // every frame lies above the interrupted stack pointer
   while (n < out.size()) {
     if (fp < floor || (fp & 7u) != 0 || !stack.contains(fp, 16)) break;

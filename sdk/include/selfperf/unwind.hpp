@@ -38,6 +38,34 @@ struct RegisterState {
   static RegisterState from(const ucontext_t& uc) noexcept;
 };
 
+// The executable segments loaded in this process, for recognizing return addresses without touching
+// unmapped memory. Snapshots are immutable and never freed, so a handler may use one while a newer one is
+// built (dlopen after the snapshot: its code is simply not recognized).
+class CodeMap {
+ public:
+  static constexpr std::size_t kMaxSegments = 512;
+  // The newest snapshot, rebuilt through dl_iterate_phdr when objects were loaded or unloaded since the last
+  // one. Not signal-safe (takes the loader lock, allocates); call it at thread attach.
+  static const CodeMap* refresh();
+  // The newest snapshot without rebuilding (signal-safe); null before the first refresh().
+  static const CodeMap* current() noexcept;
+
+  bool contains(std::uint64_t addr) const noexcept;
+  // addr lies in a mapped code segment right after a call instruction (checked within that segment).
+  bool is_return_address(std::uint64_t addr) const noexcept;
+  std::size_t size() const noexcept { return count_; }
+
+ private:
+  struct Segment {
+    std::uint64_t begin;
+    std::uint64_t end;
+  };
+  const Segment* find(std::uint64_t addr) const noexcept;
+  Segment segments_[kMaxSegments];
+  std::size_t count_ = 0;
+  unsigned long long generation_ = 0;
+};
+
 // Frame-pointer walk that never faults: every frame must lie inside `stack`, be 8-byte aligned, and lie
 // strictly above the previous one; the walk stops at the first frame that does not.
 //
@@ -45,10 +73,13 @@ struct RegisterState {
 // points at the caller's caller and the direct caller would be skipped. The walk reads the instruction bytes at
 // IP and, when they are `endbr64`, `push %rbp` or `ret` (entry / exit: return address at [sp]) or
 // `mov %rsp,%rbp` (rbp just pushed: return address at [sp+8]), records that return address as frame 1. Code
-// bytes are only read within IP's page (mapped, since the CPU just executed it). Samples in the middle of a
-// frameless function (built with -fomit-frame-pointer) still lose its caller; that is the limit of the method.
+// bytes are only read within IP's page (mapped, since the CPU just executed it). Elsewhere, and only with a
+// `code` map, [sp] is taken as frame 1 when it is a return address (in a code segment, right after a call)
+// other than the one the frame chain yields next: that is a leaf that never sets up a frame (gcc 12 omits it in
+// leaves that use no stack, even with -mno-omit-leaf-frame-pointer). A frameless function that has pushed
+// registers or locals still loses its caller; that is the limit of the method.
 std::size_t unwind_frame_pointer(const RegisterState& regs, const StackBounds& stack,
-                                 std::span<std::uint64_t> out) noexcept;
+                                 std::span<std::uint64_t> out, const CodeMap* code = nullptr) noexcept;
 
 // libunwind's fast path (unw_backtrace: per-thread trace cache, no cursor/unw_step loop) from inside a
 // signal handler: it traces from the handler itself through the signal trampoline and the frames above the
