@@ -232,8 +232,10 @@ void BM_overhead(benchmark::State& state, Unwinder unwinder, Sampler::Rearm rear
   state.counters["samples"] = static_cast<double>(samples) / static_cast<double>(state.iterations());
 }
 
-// `perf record -F hz -g` on the same workload in a child process: child CPU time with perf over without.
-double child_cpu(const std::vector<std::string>& argv) {
+// `perf record -F hz -g` on the same workload in a child process: the workload's own process CPU time (the
+// child measures it around the workload and writes it to a file) with perf over without; perf's own process
+// (start-up, build-id collection) is not counted, as the sampler's drain thread would not be either.
+bool run_child(const std::vector<std::string>& argv) {
   pid_t pid = fork();
   if (pid == 0) {
     int devnull = open("/dev/null", O_WRONLY);
@@ -246,10 +248,16 @@ double child_cpu(const std::vector<std::string>& argv) {
     _exit(127);
   }
   int status = 0;
-  rusage usage{};
-  if (wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+double read_seconds(const std::string& path) {
+  double v = -1;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    if (std::fscanf(f, "%lf", &v) != 1) v = -1;
+    std::fclose(f);
+  }
+  return v;
 }
 
 std::string g_self;
@@ -257,13 +265,14 @@ std::string g_self;
 void BM_perf_record(benchmark::State& state) {
   const auto hz = state.range(0);
   std::string data = "/tmp/selfperf_bench_" + std::to_string(getpid()) + ".data";
-  std::vector<std::string> child{g_self, "--workload-child", std::to_string(kChunks * 4)};
+  std::string seconds = "/tmp/selfperf_bench_" + std::to_string(getpid()) + ".cpu";
+  std::vector<std::string> child{g_self, "--workload-child", std::to_string(kChunks), seconds};
   std::vector<std::string> perf{"perf", "record", "-q", "-F", std::to_string(hz), "-g", "-o", data, "--"};
   perf.insert(perf.end(), child.begin(), child.end());
   double plain = 0, profiled = 0;
   for (auto _ : state) {
-    double a = child_cpu(child);
-    double b = child_cpu(perf);  // perf's child: the workload (the perf process itself is the parent)
+    double a = run_child(child) ? read_seconds(seconds) : -1;
+    double b = run_child(perf) ? read_seconds(seconds) : -1;
     if (a <= 0 || b <= 0) {
       state.SkipWithError("perf record failed (is /usr/bin/perf usable here?)");
       break;
@@ -273,6 +282,7 @@ void BM_perf_record(benchmark::State& state) {
     state.SetIterationTime(b);
   }
   std::remove(data.c_str());
+  std::remove(seconds.c_str());
   if (plain > 0) state.counters["ratio"] = profiled / plain;
 }
 
@@ -318,15 +328,21 @@ void register_all() {
       benchmark::RegisterBenchmark(c.name, BM_overhead, c.unwinder, c.rearm)
           ->Arg(hz)->UseManualTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
     benchmark::RegisterBenchmark("overhead/perf_record_-g", BM_perf_record)
-        ->Arg(hz)->UseManualTime()->Iterations(2)->Repetitions(3)->ReportAggregatesOnly(true);
+        ->Arg(hz)->UseManualTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--workload-child") == 0) {
+  if (argc == 4 && std::strcmp(argv[1], "--workload-child") == 0) {
+    double t0 = process_cpu_seconds();
     g_sink += workload(std::strtoull(argv[2], nullptr, 10));
+    double t1 = process_cpu_seconds();
+    FILE* f = std::fopen(argv[3], "w");
+    if (f == nullptr) return 1;
+    std::fprintf(f, "%.9f\n", t1 - t0);
+    std::fclose(f);
     return g_sink == 42 ? 1 : 0;
   }
   g_self = std::filesystem::read_symlink("/proc/self/exe").string();
