@@ -130,7 +130,14 @@ SamplerCore::SamplerCore(Sampler::Options o) : options(std::move(o)) {
     if (options.unwinder == Unwinder::kernel) {
       attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
       attr.exclude_callchain_kernel = 1;
-      attr.sample_max_stack = static_cast<std::uint16_t>(options.max_depth);
+      // The kernel refuses (EOVERFLOW) a depth above kernel.perf_event_max_stack; take what it allows.
+      std::size_t allowed = options.max_depth;
+      try {
+        std::string text = read_text_file("/proc/sys/kernel/perf_event_max_stack");
+        if (!text.empty()) allowed = std::min<std::size_t>(allowed, std::stoul(text));
+      } catch (const std::exception&) {
+      }
+      attr.sample_max_stack = static_cast<std::uint16_t>(std::max<std::size_t>(allowed, 1));
     }
     attr.wakeup_events = 1;  // every sample wakes the reader, i.e. raises our signal
     attr.use_clockid = 1;    // Sample::time is CLOCK_MONOTONIC like the other modes
