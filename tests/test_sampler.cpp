@@ -10,6 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "perf_syscall.hpp"
 #include "sampler_workload.hpp"
 #include "selfperf/error.hpp"
@@ -226,4 +230,34 @@ TEST_CASE("default event: cycles where a PMU exists, else cpu-clock; a real-time
   CHECK_FALSE(sampler.running());
   CHECK(totals.samples == 0);
   CHECK_THROWS_AS(sampler.attach_this_thread(), selfperf::Error);
+}
+
+TEST_CASE("signals that the kernel did not raise for our events are ignored and counted") {
+  Sampler::Options options;
+  options.event = "cpu-clock";
+  options.period = 1'000'000'000'000ull;  // never overflows during the test
+  options.rearm = Sampler::Rearm::overflow_signal;
+  Sampler sampler(options);
+  sampler.start();
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  {
+    Sampler::ThreadAttachment attach(sampler);
+    const int signo = sampler.signal_number();
+    // Sent by a process: si_code SI_TKILL / SI_QUEUE.
+    REQUIRE(pthread_kill(pthread_self(), signo) == 0);
+    REQUIRE(sigqueue(getpid(), signo, sigval{7}) == 0);
+    // Kernel-looking (POLL_IN) but for a descriptor that is not one of our events.
+    siginfo_t info{};
+    info.si_signo = signo;
+    info.si_code = POLL_IN;
+    info.si_fd = pipe_fds[0];
+    REQUIRE(syscall(SYS_rt_tgsigqueueinfo, getpid(), selfperf::detail::current_tid(), signo, &info) == 0);
+  }
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  auto totals = sampler.stop();
+  CHECK(totals.samples == 0);
+  CHECK(totals.signals == 0);
+  CHECK(totals.ignored >= 3);
 }
