@@ -26,6 +26,13 @@
 // SO_SNDTIMEO. sleep() returns early with the time left; std::this_thread::sleep_for retries by itself.
 // Code that samples itself must retry these on EINTR.
 //
+// Handler cost and safety. The handler allocates nothing, takes no lock and makes no system call (except
+// PERF_EVENT_IOC_REFRESH in Rearm::refresh); errno is saved and restored. Unwinder::libunwind is warmed at
+// attach (per-thread cache, one trace from a normal frame and one from inside the signal handler); a later
+// cache miss resolves through dl_iterate_phdr (the loader's recursive lock) — see selfperf/unwind.hpp.
+// Handlers stay installed after stop(): a signal still queued for a closed event is ignored, never left to
+// the default action (which would terminate the process).
+//
 // The signal is a real-time one (queued, one per overflow); when the process's queue of pending signals is
 // full the kernel sends SIGIO instead, which the sampler also handles (the signal's samples are not lost:
 // the kernel ring buffer still holds them). An existing SIGIO handler is chained.
@@ -55,7 +62,8 @@ class Sampler {
     ring_buffer,      // a small kernel ring buffer woken on every sample; the handler moves data_tail. Gives
                       // the kernel's timestamp, period, throttle and loss records. No ioctl per sample.
     overflow_signal,  // no ring buffer: the kernel signals each overflow by itself. Cheapest; no throttle
-                      // records, time from CLOCK_MONOTONIC in the handler, period as configured.
+                      // records, time from CLOCK_MONOTONIC (vDSO) in the handler, period as configured (0 in
+                      // frequency mode). Signals merged while SIGIO stands in for a full queue go uncounted.
     refresh,          // PERF_EVENT_IOC_REFRESH(1) after every sample (one ioctl per sample; kept for comparison)
   };
 
@@ -86,7 +94,7 @@ class Sampler {
     std::uint64_t throttled = 0;       // PERF_RECORD_THROTTLE (kernel sample-rate limit hit)
     std::uint64_t signals = 0;         // handler runs for one of our events
     std::uint64_t sigio = 0;           // SIGIO fallbacks (real-time signal queue full)
-    std::uint64_t ignored = 0;         // our signal number, but not raised by the kernel for our events
+    std::uint64_t ignored = 0;         // our signal number, not raised by the kernel for our events (process-wide)
     std::vector<ThreadTotals> threads;
   };
 
