@@ -1,0 +1,61 @@
+#include "group_pages.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace selfperf::detail {
+
+namespace {
+std::size_t page_size() noexcept { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
+}  // namespace
+
+GroupPages::~GroupPages() {
+  for (void* m : mappings_) ::munmap(m, page_size());
+}
+
+void GroupPages::map(const std::vector<Fd>& fds, const std::vector<EventSpec>& specs) {
+  usable_ = true;
+  refusal_.clear();
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    // One page: the user page alone, no ring buffer. MAP_POPULATE pre-faults it so the first read costs
+    // what every later read costs.
+    void* m = ::mmap(nullptr, page_size(), PROT_READ, MAP_SHARED | MAP_POPULATE, fds[i].get(), 0);
+    if (m == MAP_FAILED) {
+      usable_ = false;
+      refusal_ = "syscall: mmap of '" + specs[i].name + "' page failed (" + std::strerror(errno) + ")";
+      continue;
+    }
+    mappings_.push_back(m);
+    auto* page = static_cast<const volatile perf_event_mmap_page*>(m);
+    pages_.push_back(page);
+    if (!usable_) continue;
+    if (!specs[i].needs_hardware_pmu()) {
+      usable_ = false;
+      refusal_ = "syscall: no PMU ('" + specs[i].name + "' is a software event; it has no hardware counter to rdpmc)";
+    } else if (!page->cap_user_rdpmc) {
+      usable_ = false;
+      std::string sysfs = read_text_file("/sys/bus/event_source/devices/" + specs[i].pmu + "/rdpmc");
+      refusal_ = sysfs == "0" ? "syscall: rdpmc disabled in sysfs (/sys/bus/event_source/devices/" + specs[i].pmu +
+                                    "/rdpmc is 0; echo 1 or 2 there as root to allow it)"
+                              : "syscall: cap_user_rdpmc clear on '" + specs[i].name + "' page";
+    }
+  }
+}
+
+void GroupPages::use_synthetic(std::vector<const volatile perf_event_mmap_page*> pages, ReadPmc read_pmc) {
+  pages_ = std::move(pages);
+  synthetic_pmc_ = read_pmc;
+  usable_ = true;
+  refusal_.clear();
+}
+
+bool GroupPages::read(GroupReading& out) noexcept {
+  (void)out;
+  last_refusal_ = "syscall: fast path not built";
+  return false;
+}
+
+}  // namespace selfperf::detail
