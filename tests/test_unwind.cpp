@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstring>
 #include <string_view>
-#include <linux/perf_event.h>
 #include <pthread.h>
 
 #include "sampler_workload.hpp"
@@ -117,20 +116,6 @@ TEST_CASE("frame-pointer walk recovers the caller of a function in its prologue"
     CHECK(out[1] == 0xbbbb);
     CHECK(out[2] == 0x2222);
   }
-}
-
-TEST_CASE("kernel callchains lose their context markers; kernel frames only on request") {
-  const std::array<std::uint64_t, 7> chain{static_cast<std::uint64_t>(PERF_CONTEXT_KERNEL), 0xffffffff81000000,
-                                           static_cast<std::uint64_t>(PERF_CONTEXT_USER), 0x401000, 0x402000,
-                                           0x403000, 0x404000};
-  std::array<std::uint64_t, 8> out{};
-  REQUIRE(copy_kernel_callchain(chain, out) == 4);
-  CHECK(out[0] == 0x401000);
-  CHECK(out[3] == 0x404000);
-  REQUIRE(copy_kernel_callchain(chain, out, true) == 5);
-  CHECK(out[0] == 0xffffffff81000000);
-  std::array<std::uint64_t, 2> small{};
-  CHECK(copy_kernel_callchain(chain, small) == 2);
 }
 
 TEST_CASE("stack bounds and the code map describe this process") {

@@ -7,7 +7,6 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "sampler_core.hpp"
@@ -64,26 +63,6 @@ void route_signal(int fd, int signo, pid_t tid) {
     throw Error("cannot enable O_ASYNC on the sampling event", errno);
 }
 
-void map_ring(ThreadState& s, std::size_t data_pages) {
-  std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  std::size_t size = (1 + data_pages) * page;
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, 0);
-  if (p == MAP_FAILED) {
-    int err = errno;
-    throw Error("cannot map the sampling event's ring buffer (" + std::to_string(size / 1024) + " KiB): " +
-                    std::strerror(err) +
-                    (err == EPERM ? ". Each attached thread locks one; raise kernel.perf_event_mlock_kb or "
-                                    "RLIMIT_MEMLOCK, lower Options::ring_pages, or use Rearm::overflow_signal"
-                                  : ""),
-                err);
-  }
-  s.mapping = p;
-  s.mapping_size = size;
-  s.ring.page = static_cast<perf_event_mmap_page*>(p);
-  s.ring.data = static_cast<const unsigned char*>(p) + page;
-  s.ring.mask = data_pages * page - 1;
-}
-
 void enable(const ThreadState& s) {
   unsigned long request = s.rearm == Sampler::Rearm::refresh ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE;
   if (ioctl(s.fd, request, s.rearm == Sampler::Rearm::refresh ? 1 : 0) != 0)
@@ -103,7 +82,7 @@ thread_local ExitHook t_exit_hook;
 }  // namespace
 
 ThreadState::~ThreadState() {
-  if (mapping) munmap(mapping, mapping_size);
+  ring.reset();
   if (fd >= 0) ::close(fd);
 }
 
@@ -178,7 +157,8 @@ void SamplerCore::attach_this_thread() {
   state->period = options.period;
   if (options.unwinder == Unwinder::libunwind) prepare_libunwind_this_thread();
   state->fd = open_event(attr, event_name, 0, -1, -1).release();
-  if (options.rearm == Sampler::Rearm::ring_buffer) map_ring(*state, options.ring_pages);
+  state->format = SampleFormat::from_attr(attr);
+  if (options.rearm == Sampler::Rearm::ring_buffer) state->ring.emplace(state->fd, options.ring_pages);
 
   std::lock_guard lock(mutex_);
   if (stopped.load()) throw Error("Sampler::attach_this_thread raced with stop(): create a new Sampler");
@@ -207,10 +187,10 @@ void SamplerCore::detach(ThreadState& s) {
   s.detached = true;
   ioctl(s.fd, PERF_EVENT_IOC_DISABLE, 0);
   unpublish_event(s.fd, &s);  // after this no handler touches s
-  if (s.mapping) {
-    munmap(s.mapping, s.mapping_size);
-    s.mapping = nullptr;
-    s.ring = {};
+  if (s.ring) {
+    s.lost_kernel.store(s.ring->stats().total_lost(), std::memory_order_relaxed);
+    s.throttled.store(s.ring->stats().throttles, std::memory_order_relaxed);
+    s.ring.reset();
   }
   ::close(s.fd);
   s.fd = -1;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,8 @@
 
 #include "perf_syscall.hpp"
 #include "sampler_buffer.hpp"
-#include "sampler_ring.hpp"
+#include "selfperf/record.hpp"
+#include "selfperf/ring_buffer.hpp"
 #include "selfperf/sampler.hpp"
 #include "selfperf/unwind.hpp"
 
@@ -33,16 +35,15 @@ struct ThreadState {
   Unwinder unwinder = Unwinder::frame_pointer;
   Sampler::Rearm rearm = Sampler::Rearm::ring_buffer;
   std::uint64_t period = 0;             // configured period (0 in frequency mode)
-  KernelRing ring;
-  void* mapping = nullptr;
-  std::size_t mapping_size = 0;
+  std::optional<RingBuffer> ring;       // Rearm::ring_buffer only; read by the owner's handler alone
+  SampleFormat format;
   SampleBuffer buffer;
 
   std::atomic<std::uint64_t> samples{0};
   std::atomic<std::uint64_t> lost_buffer_full{0};
-  std::atomic<std::uint64_t> lost_kernel{0};
+  std::atomic<std::uint64_t> lost_kernel{0};  // from the ring's stats, at detach
   std::atomic<std::uint64_t> lost_coalesced{0};
-  std::atomic<std::uint64_t> throttled{0};
+  std::atomic<std::uint64_t> throttled{0};    // from the ring's stats, at detach
   std::atomic<std::uint64_t> signals{0};
   std::atomic<std::uint64_t> sigio{0};
 

@@ -39,9 +39,6 @@ int g_sample_signal_count = 0;
 bool g_sigio_installed = false;
 struct sigaction g_previous_sigio;
 
-// Scratch for one record's callchain before markers are dropped: max_depth plus the context markers.
-constexpr std::size_t kMaxChain = 1024 + 8;
-
 std::uint64_t monotonic_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -66,68 +63,29 @@ void store_user_sample(ThreadState& s, const ucontext_t& uc, std::uint64_t time,
   s.samples.fetch_add(1, std::memory_order_relaxed);
 }
 
-// A PERF_RECORD_SAMPLE opened with TID | TIME | CPU | PERIOD [| CALLCHAIN], in that (kernel) order.
-struct RecordFields {
-  std::uint64_t time = 0;
-  std::uint64_t period = 0;
-  std::uint32_t cpu = 0;
-  std::uint64_t chain_offset = 0;
-  std::uint64_t chain_length = 0;
-};
-
-RecordFields read_sample(const KernelRing& ring, std::uint64_t at, bool callchain) noexcept {
-  RecordFields f;
-  at += 8;  // pid, tid: the owner's, known already
-  f.time = ring.word(at);
-  at += 8;
-  f.cpu = static_cast<std::uint32_t>(ring.word(at));
-  at += 8;
-  f.period = ring.word(at);
-  at += 8;
-  if (callchain) {
-    f.chain_length = ring.word(at);
-    f.chain_offset = at + 8;
-  }
-  return f;
-}
-
-void store_kernel_sample(ThreadState& s, const RecordFields& f) noexcept {
+void store_kernel_sample(ThreadState& s, const SampleRecord& record) noexcept {
   std::span<std::uint64_t> frames = s.buffer.reserve();
   if (frames.empty()) {
     s.lost_buffer_full.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  std::uint64_t chain[kMaxChain];
-  std::size_t length = f.chain_length < kMaxChain ? f.chain_length : kMaxChain;
-  for (std::size_t i = 0; i < length; ++i) chain[i] = s.ring.word(f.chain_offset + 8 * i);
-  std::size_t n = copy_kernel_callchain({chain, length}, frames);
-  s.buffer.commit(s.tid, f.time, f.period, f.cpu, n);
+  std::size_t n = strip_context_markers(record.callchain, frames, /*user_only=*/true);
+  s.buffer.commit(s.tid, record.time, record.period, record.cpu, n);
   s.samples.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Lost and throttle records are counted by the RingBuffer itself (its stats, collected at detach).
 void handle_ring(ThreadState& s, const ucontext_t& uc) noexcept {
   const bool kernel_chain = s.unwinder == Unwinder::kernel;
   std::uint64_t overflows = 0;
-  RecordFields newest;
-  s.ring.consume([&](std::uint32_t type, std::uint64_t at, std::uint16_t) noexcept {
-    switch (type) {
-      case PERF_RECORD_SAMPLE:
-        ++overflows;
-        newest = read_sample(s.ring, at, kernel_chain);
-        if (kernel_chain) store_kernel_sample(s, newest);
-        break;
-      case PERF_RECORD_LOST:
-        s.lost_kernel.fetch_add(s.ring.word(at + 8), std::memory_order_relaxed);  // id, lost
-        break;
-      case PERF_RECORD_LOST_SAMPLES:
-        s.lost_kernel.fetch_add(s.ring.word(at), std::memory_order_relaxed);
-        break;
-      case PERF_RECORD_THROTTLE:
-        s.throttled.fetch_add(1, std::memory_order_relaxed);
-        break;
-      default:
-        break;
-    }
+  SampleRecord newest;
+  s.ring->read([&](const RecordView& view) noexcept {
+    if (view.type() != PERF_RECORD_SAMPLE) return;
+    SampleRecord record;
+    if (decode_sample(view, s.format, record) != DecodeStatus::ok) return;
+    ++overflows;
+    if (kernel_chain) store_kernel_sample(s, record);
+    newest = record;
   });
   if (kernel_chain || overflows == 0) return;  // no overflow behind this signal: an earlier one took its record
   // Only the newest overflow's stack is still there to unwind.

@@ -13,7 +13,9 @@ namespace selfperf {
 enum class Unwinder {
   frame_pointer,  // walk the rbp chain; needs code built with -fno-omit-frame-pointer
   libunwind,      // DWARF CFI through libunwind's cached fast trace (unw_backtrace)
-  kernel,         // the kernel's PERF_SAMPLE_CALLCHAIN (frame-pointer based for user space), no user unwinding
+  kernel,         // the kernel's PERF_SAMPLE_CALLCHAIN (frame-pointer based for user space), no user unwinding;
+                  // read from the ring buffer (selfperf::RingBuffer) in the handler, markers stripped by
+                  // strip_context_markers (selfperf/record.hpp)
 };
 
 // The extent of one thread's stack: [low, high). Frames outside it are never read.
@@ -94,10 +96,5 @@ void prepare_libunwind_this_thread() noexcept;
 
 // The cursor/unw_step loop from a ucontext (5–60 µs per sample): for comparison and non-signal use only.
 std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept;
-
-// Copies a PERF_SAMPLE_CALLCHAIN into `out`, dropping the PERF_CONTEXT_* markers; keeps only user frames
-// unless `include_kernel`.
-std::size_t copy_kernel_callchain(std::span<const std::uint64_t> chain, std::span<std::uint64_t> out,
-                                  bool include_kernel = false) noexcept;
 
 }  // namespace selfperf
