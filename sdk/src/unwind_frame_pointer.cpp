@@ -63,7 +63,8 @@ constexpr std::uintptr_t kPageSize = 4096;
   if (out.empty()) return 0;
   std::size_t n = 0;
   out[n++] = regs.ip;
-  if (regs.ip == 0 || !stack.contains(regs.sp, 8)) return n;  // on another stack (sigaltstack, fiber): leaf only
+  // On another stack (sigaltstack, fiber) or a stack too small for one frame: the leaf alone.
+  if (regs.ip == 0 || !stack.contains(regs.sp, 8) || stack.high - stack.low < 16) return n;
 
   std::uintptr_t fp = regs.fp;
   const bool fp_valid = fp >= regs.sp && (fp & 7u) == 0 && stack.contains(fp, 16);
@@ -78,9 +79,12 @@ constexpr std::uintptr_t kPageSize = 4096;
     if (top != next && code->is_return_address(top)) out[n++] = top;
   }
 
-  std::uintptr_t floor = regs.sp;  // every frame lies above the interrupted stack pointer
+  // Every frame lies above the interrupted stack pointer (itself inside the stack) and leaves room for its
+  // 16-byte record below the top: two compares per frame keep each load inside the stack.
+  std::uintptr_t floor = regs.sp;
+  const std::uintptr_t ceiling = stack.high - 16;
   while (n < out.size()) {
-    if (fp < floor || (fp & 7u) != 0 || !stack.contains(fp, 16)) break;
+    if (fp < floor || fp > ceiling || (fp & 7u) != 0) break;
     std::uint64_t next = load(fp);
     std::uint64_t ret = load(fp + 8);
     if (ret == 0) break;
