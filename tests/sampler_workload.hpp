@@ -2,6 +2,7 @@
 // Workload functions for the sampler tests, each in its own named section so that the linker's
 // __start_<section>/__stop_<section> symbols give its exact address range (no symbol table needed).
 #include <cstdint>
+#include <mutex>
 #include <span>
 
 #if defined(__SANITIZE_THREAD__)
@@ -19,6 +20,17 @@ namespace selfperf_test {
 
 // TSan delays asynchronous signals to its next safe point, so the interrupted IP is not where time is spent.
 inline constexpr bool kTsan = SELFPERF_TEST_TSAN != 0;
+
+// TSan runs a signal's handler when the thread next leaves one of its interceptors, with the context saved at
+// delivery. Workloads call this between short bursts (shorter than the sampling period) so that each
+// overflow is handled, and attributed to the burst it interrupted, before the next one. A no-op otherwise.
+inline void signal_point() {
+  if constexpr (kTsan) {
+    static std::mutex m;
+    m.lock();  // an intercepted call
+    m.unlock();
+  }
+}
 
 struct CodeRange {
   const char* name;

@@ -45,8 +45,11 @@ std::atomic<std::uint64_t> g_sink{0};
   std::uint64_t sum = 0;
   for (std::uint64_t r = 0; r < rounds; ++r) {
     sum += sp_call_a(5 * chunk);
+    signal_point();
     sum += sp_call_b(3 * chunk);
+    signal_point();
     sum += sp_call_c(2 * chunk);
+    signal_point();
   }
   return sum;
 }
@@ -95,7 +98,7 @@ ShareResult measure_shares(Unwinder unwinder, Sampler::Rearm rearm = Sampler::Re
     Sampler::ThreadAttachment attach(sampler);
     // ~1.5 s of CPU: about 15000 samples, a 0.4-point standard error on a 50 % share.
     for (int part = 0; part < 15; ++part) {
-      g_sink += workload(100, 60'000);
+      g_sink += workload(1200, 5'000);  // bursts of 7-35 µs, shorter than the 100 µs period
       sampler.drain(consume);
     }
   }
@@ -120,7 +123,8 @@ void check_shares(const ShareResult& r, const char* what) {
     // The unwound stack names the direct caller and the workload above it.
     double with_callers = static_cast<double>(r.with_callers[i]) / static_cast<double>(r.leaf[i]);
     INFO("with expected callers: " << with_callers);
-    CHECK(with_callers > (kTsan ? 0.5 : 0.95));
+    // Under TSan the handler runs after the burst returned: the saved context's stack is gone.
+    if (!kTsan) CHECK(with_callers > 0.95);
   }
 }
 
@@ -131,6 +135,10 @@ TEST_CASE("frame-pointer samples split 50/30/20 like the CPU time, with the call
 }
 
 TEST_CASE("libunwind samples split 50/30/20 like the CPU time, with the callers on the stack") {
+  if (kTsan) {
+    MESSAGE("skipped under TSan: the sampler refuses Unwinder::libunwind there");
+    return;
+  }
   check_shares(measure_shares(Unwinder::libunwind), "libunwind");
 }
 
@@ -158,7 +166,10 @@ TEST_CASE("four threads: every sample is attributed to the thread that ran the f
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back(sampler.attached([&, i] {
       tids[i] = selfperf::detail::current_tid();
-      for (int part = 0; part < 20; ++part) g_sink += functions[i](10'000'000);
+      for (int part = 0; part < 2000; ++part) {
+        g_sink += functions[i](100'000);
+        signal_point();
+      }
     }));
   }
   for (auto& t : threads) t.join();

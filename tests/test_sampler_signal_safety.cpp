@@ -171,6 +171,10 @@ TEST_CASE("frame-pointer handler: no allocation, errno preserved, under malloc c
 }
 
 TEST_CASE("libunwind handler: no allocation, errno preserved, under malloc churn") {
+  if (selfperf_test::kTsan) {
+    MESSAGE("skipped under TSan: the sampler refuses Unwinder::libunwind there");
+    return;
+  }
   run_safety_check(Unwinder::libunwind);
 }
 

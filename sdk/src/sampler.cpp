@@ -47,6 +47,13 @@ void validate(const Sampler::Options& o) {
   if (o.ring_pages == 0 || (o.ring_pages & (o.ring_pages - 1)) != 0)
     throw Error("Sampler::Options::ring_pages " + std::to_string(o.ring_pages) +
                 " must be a power of two (the kernel's ring buffer is 1 + 2^n pages)");
+#if defined(__SANITIZE_THREAD__)
+  // TSan intercepts what libunwind calls on a cache miss (dl_iterate_phdr) and runs handlers at its own safe
+  // points; libunwind in a sampling handler corrupts TSan's runtime (seen as crashes in its stack depot).
+  if (o.unwinder == Unwinder::libunwind)
+    throw Error("Sampler::Options::unwinder libunwind is not supported in a ThreadSanitizer build: use "
+                "Unwinder::frame_pointer or Unwinder::kernel");
+#endif
   if (o.unwinder == Unwinder::kernel && o.rearm != Sampler::Rearm::ring_buffer)
     throw Error("Sampler::Options: the kernel unwinder reads callchains from the ring buffer; use "
                 "rearm = Rearm::ring_buffer with Unwinder::kernel");
