@@ -1,0 +1,354 @@
+// Sampler costs, as ratios measured side by side in one run:
+//  * per-sample handler cost: the sampler's real handler, driven by a kernel-style signal (si_code POLL_IN,
+//    si_fd = the thread's event) queued to this thread, at stack depth ~13 and ~130, for each unwinder and
+//    re-arming mode; beside it the floor of the design: an empty handler and an empty handler + frame walk;
+//  * whole-process overhead of a CPU-bound workload sampled at 1 kHz and 10 kHz (process CPU time, profiled
+//    over unprofiled, interleaved chunk by chunk), beside `perf record -F … -g` on the same workload in a child.
+//
+//   bench_sampler [--benchmark_filter=…]        (ratios are printed after the table)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <ucontext.h>
+
+#include "selfperf/sampler.hpp"
+#include "selfperf/unwind.hpp"
+
+using selfperf::Sampler;
+using selfperf::Unwinder;
+
+namespace {
+
+// ---------- stacks of a chosen depth ----------
+
+template <typename Fn>
+[[gnu::noinline]] void at_depth(int depth, Fn& fn) {
+  if (depth <= 1) {
+    fn();
+  } else {
+    at_depth(depth - 1, fn);
+  }
+  asm volatile("" ::: "memory");  // not a tail call: each level keeps its frame
+}
+
+// ---------- the floor: a bare handler, and one that walks frame pointers ----------
+
+enum class FloorMode { empty, frame_walk };
+FloorMode g_floor_mode = FloorMode::empty;
+selfperf::StackBounds g_floor_stack;
+std::array<std::uint64_t, 256> g_floor_frames;
+volatile std::size_t g_floor_depth = 0;
+
+void floor_handler(int, siginfo_t*, void* context) {
+  if (g_floor_mode == FloorMode::frame_walk) {
+    const auto& uc = *static_cast<const ucontext_t*>(context);
+    g_floor_depth = selfperf::unwind_frame_pointer(selfperf::RegisterState::from(uc), g_floor_stack, g_floor_frames);
+  }
+}
+
+int g_floor_signal = 0;
+
+void BM_floor(benchmark::State& state, FloorMode mode) {
+  int depth = static_cast<int>(state.range(0));
+  g_floor_mode = mode;
+  g_floor_stack = selfperf::StackBounds::of_this_thread();
+  const pid_t pid = getpid();
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  auto body = [&] {
+    for (auto _ : state) syscall(SYS_tgkill, pid, tid, g_floor_signal);
+  };
+  g_floor_depth = 0;
+  at_depth(depth, body);
+  state.counters["frames"] = static_cast<double>(g_floor_depth);
+}
+
+// ---------- the unwinders alone, without signal delivery (less noise on a loaded machine) ----------
+
+enum class Direct { frame_pointer, libunwind_fast, libunwind_cursor };
+
+void BM_unwind(benchmark::State& state, Direct which) {
+  int depth = static_cast<int>(state.range(0));
+  selfperf::StackBounds stack = selfperf::StackBounds::of_this_thread();
+  const selfperf::CodeMap* code = selfperf::CodeMap::refresh();
+  selfperf::prepare_libunwind_this_thread();
+  std::array<std::uint64_t, 256> frames;
+  std::array<void*, 256> trace;
+  std::size_t n = 0;
+  auto body = [&] {
+    ucontext_t uc;
+    getcontext(&uc);
+    for (auto _ : state) {
+      switch (which) {
+        case Direct::frame_pointer:
+          n = selfperf::unwind_frame_pointer(selfperf::RegisterState::from(uc), stack, frames, code);
+          break;
+        case Direct::libunwind_fast:  // what unwind_libunwind runs in the handler
+          n = static_cast<std::size_t>(unw_backtrace(trace.data(), static_cast<int>(trace.size())));
+          break;
+        case Direct::libunwind_cursor:
+          n = selfperf::unwind_libunwind_cursor(uc, frames);
+          break;
+      }
+      benchmark::DoNotOptimize(n);
+    }
+  };
+  at_depth(depth, body);
+  state.counters["frames"] = static_cast<double>(n);
+}
+
+// ---------- the sampler's real handler ----------
+
+// The newest perf event fd of this process (the one attach just opened).
+int newest_perf_fd() {
+  int best = -1;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (ec || target.string().find("perf_event") == std::string::npos) continue;
+    best = std::max(best, std::stoi(e.path().filename().string()));
+  }
+  return best;
+}
+
+void BM_handler(benchmark::State& state, Unwinder unwinder, Sampler::Rearm rearm) {
+  int depth = static_cast<int>(state.range(0));
+  Sampler::Options options;
+  options.event = "cpu-clock";
+  options.period = 1'000'000'000'000ull;  // never overflows by itself: only our synthetic signals
+  options.unwinder = unwinder;
+  options.rearm = rearm;
+  options.max_depth = 256;
+  options.buffer_capacity = 1 << 14;
+  Sampler sampler(options);
+  sampler.start();
+  Sampler::ThreadAttachment attach(sampler);
+  siginfo_t info{};
+  info.si_signo = sampler.signal_number();
+  info.si_code = POLL_IN;
+  info.si_fd = newest_perf_fd();
+  const pid_t pid = getpid();
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  std::size_t frames = 0, drained = 0, queued = 0;
+  auto drain = [&] {
+    drained += sampler.drain([&](const selfperf::Sample& s) { frames = s.frames.size(); });
+  };
+  auto body = [&] {
+    for (auto _ : state) {
+      syscall(SYS_rt_tgsigqueueinfo, pid, tid, info.si_signo, &info);
+      if (++queued % 8192 == 0) {
+        state.PauseTiming();
+        drain();
+        state.ResumeTiming();
+      }
+    }
+  };
+  at_depth(depth, body);
+  drain();
+  auto totals = sampler.stop();
+  state.counters["frames"] = static_cast<double>(frames);
+  state.counters["lost"] = static_cast<double>(totals.lost);
+  // Ring-buffer mode stores a sample only for a kernel record; a synthetic signal has none, so that mode
+  // measures the handler up to the ring read (its user unwinding cost equals overflow_signal's).
+  state.counters["stored"] = static_cast<double>(totals.samples) / static_cast<double>(std::max<std::size_t>(queued, 1));
+}
+
+// ---------- whole-process overhead ----------
+
+[[gnu::noinline]] std::uint64_t burn(std::uint64_t n) {
+  std::uint64_t x = n;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    asm volatile("" : "+r"(x));
+  }
+  return x;
+}
+
+// A workload with some depth, so unwinders have stacks to walk.
+[[gnu::noinline]] std::uint64_t workload(std::uint64_t chunks) {
+  std::uint64_t sum = 0;
+  auto step = [&] { for (std::uint64_t c = 0; c < chunks; ++c) sum += burn(200'000); };
+  at_depth(12, step);
+  return sum;
+}
+
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+constexpr std::uint64_t kChunks = 150;  // ~50-100 ms of CPU per measurement
+std::uint64_t g_sink = 0;
+
+void BM_overhead(benchmark::State& state, Unwinder unwinder, Sampler::Rearm rearm) {
+  const auto hz = static_cast<std::uint64_t>(state.range(0));
+  double plain = 0, profiled = 0;
+  std::uint64_t samples = 0;
+  for (auto _ : state) {
+    double t0 = process_cpu_seconds();
+    g_sink += workload(kChunks);
+    double t1 = process_cpu_seconds();
+    Sampler::Options options;
+    options.event = "cpu-clock";
+    options.frequency = hz;
+    options.unwinder = unwinder;
+    options.rearm = rearm;
+    options.buffer_capacity = 4096;
+    Sampler sampler(options);
+    sampler.start();
+    double t2 = 0, t3 = 0;
+    {
+      Sampler::ThreadAttachment attach(sampler);
+      t2 = process_cpu_seconds();
+      g_sink += workload(kChunks);
+      t3 = process_cpu_seconds();
+    }
+    samples += sampler.stop().samples;
+    sampler.drain([](const selfperf::Sample&) {});
+    plain += t1 - t0;
+    profiled += t3 - t2;
+    state.SetIterationTime(t3 - t2);
+  }
+  state.counters["ratio"] = profiled / plain;
+  state.counters["samples"] = static_cast<double>(samples) / static_cast<double>(state.iterations());
+}
+
+// `perf record -F hz -g` on the same workload in a child process: the workload's own process CPU time (the
+// child measures it around the workload and writes it to a file) with perf over without; perf's own process
+// (start-up, build-id collection) is not counted, as the sampler's drain thread would not be either.
+bool run_child(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+double read_seconds(const std::string& path) {
+  double v = -1;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    if (std::fscanf(f, "%lf", &v) != 1) v = -1;
+    std::fclose(f);
+  }
+  return v;
+}
+
+std::string g_self;
+
+void BM_perf_record(benchmark::State& state) {
+  const auto hz = state.range(0);
+  std::string data = "/tmp/selfperf_bench_" + std::to_string(getpid()) + ".data";
+  std::string seconds = "/tmp/selfperf_bench_" + std::to_string(getpid()) + ".cpu";
+  std::vector<std::string> child{g_self, "--workload-child", std::to_string(kChunks), seconds};
+  std::vector<std::string> perf{"perf", "record", "-q", "-F", std::to_string(hz), "-g", "-o", data, "--"};
+  perf.insert(perf.end(), child.begin(), child.end());
+  double plain = 0, profiled = 0;
+  for (auto _ : state) {
+    double a = run_child(child) ? read_seconds(seconds) : -1;
+    double b = run_child(perf) ? read_seconds(seconds) : -1;
+    if (a <= 0 || b <= 0) {
+      state.SkipWithError("perf record failed (is /usr/bin/perf usable here?)");
+      break;
+    }
+    plain += a;
+    profiled += b;
+    state.SetIterationTime(b);
+  }
+  std::remove(data.c_str());
+  std::remove(seconds.c_str());
+  if (plain > 0) state.counters["ratio"] = profiled / plain;
+}
+
+void register_all() {
+  g_floor_signal = SIGRTMAX - 1;
+  struct sigaction sa {};
+  sa.sa_sigaction = floor_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(g_floor_signal, &sa, nullptr);
+
+  for (int depth : {13, 130}) {
+    benchmark::RegisterBenchmark("unwind/frame_pointer", BM_unwind, Direct::frame_pointer)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/libunwind_fast", BM_unwind, Direct::libunwind_fast)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/libunwind_cursor", BM_unwind, Direct::libunwind_cursor)->Arg(depth);
+  }
+  for (int depth : {13, 130}) {
+    benchmark::RegisterBenchmark("handler/floor:empty", BM_floor, FloorMode::empty)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/floor:empty+frame_walk", BM_floor, FloorMode::frame_walk)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/frame_pointer", BM_handler, Unwinder::frame_pointer,
+                                 Sampler::Rearm::overflow_signal)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/libunwind", BM_handler, Unwinder::libunwind,
+                                 Sampler::Rearm::overflow_signal)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/frame_pointer:refresh", BM_handler, Unwinder::frame_pointer,
+                                 Sampler::Rearm::refresh)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/ring_read_only", BM_handler, Unwinder::frame_pointer,
+                                 Sampler::Rearm::ring_buffer)->Arg(depth);
+  }
+  struct Config {
+    const char* name;
+    Unwinder unwinder;
+    Sampler::Rearm rearm;
+  };
+  const Config configs[] = {
+      {"overhead/frame_pointer:ring", Unwinder::frame_pointer, Sampler::Rearm::ring_buffer},
+      {"overhead/frame_pointer:overflow_signal", Unwinder::frame_pointer, Sampler::Rearm::overflow_signal},
+      {"overhead/frame_pointer:refresh", Unwinder::frame_pointer, Sampler::Rearm::refresh},
+      {"overhead/libunwind:ring", Unwinder::libunwind, Sampler::Rearm::ring_buffer},
+      {"overhead/kernel:ring", Unwinder::kernel, Sampler::Rearm::ring_buffer},
+  };
+  for (int hz : {1000, 10000}) {
+    for (const Config& c : configs)
+      benchmark::RegisterBenchmark(c.name, BM_overhead, c.unwinder, c.rearm)
+          ->Arg(hz)->UseManualTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+    benchmark::RegisterBenchmark("overhead/perf_record_-g", BM_perf_record)
+        ->Arg(hz)->UseManualTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--workload-child") == 0) {
+    double t0 = process_cpu_seconds();
+    g_sink += workload(std::strtoull(argv[2], nullptr, 10));
+    double t1 = process_cpu_seconds();
+    FILE* f = std::fopen(argv[3], "w");
+    if (f == nullptr) return 1;
+    std::fprintf(f, "%.9f\n", t1 - t0);
+    std::fclose(f);
+    return g_sink == 42 ? 1 : 0;
+  }
+  g_self = std::filesystem::read_symlink("/proc/self/exe").string();
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
