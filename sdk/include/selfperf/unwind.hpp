@@ -1,0 +1,103 @@
+#pragma once
+// Stack unwinders that are safe to call from a signal handler (no allocation, no locks once warmed, bounded
+// depth). Each writes instruction addresses into `out`, leaf first (out[0] is the interrupted IP), and returns
+// how many it wrote. The sampler uses them; anything else that holds a ucontext_t may too.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <ucontext.h>
+
+namespace selfperf {
+
+enum class Unwinder {
+  frame_pointer,  // walk the rbp chain; needs code built with -fno-omit-frame-pointer
+  libunwind,      // DWARF CFI through libunwind's cached fast trace (unw_backtrace)
+  kernel,         // the kernel's PERF_SAMPLE_CALLCHAIN (frame-pointer based for user space), no user unwinding
+};
+
+// The extent of one thread's stack: [low, high). Frames outside it are never read.
+struct StackBounds {
+  std::uintptr_t low = 0;
+  std::uintptr_t high = 0;
+
+  bool contains(std::uintptr_t addr, std::size_t bytes) const noexcept {
+    return addr >= low && addr <= high && high - addr >= bytes;
+  }
+  // From pthread_getattr_np (reads /proc/self/maps for the main thread: allocates, not signal-safe).
+  // Throws selfperf::Error when the bounds cannot be determined.
+  static StackBounds of_this_thread();
+};
+
+// The registers an unwind starts from.
+struct RegisterState {
+  std::uint64_t ip = 0;
+  std::uint64_t sp = 0;
+  std::uint64_t fp = 0;
+
+  static RegisterState from(const ucontext_t& uc) noexcept;
+};
+
+// The executable segments loaded in this process, for recognizing return addresses without touching
+// unmapped memory. Snapshots are immutable and never freed, so a handler may use one while a newer one is
+// built (dlopen after the snapshot: its code is simply not recognized).
+class CodeMap {
+ public:
+  static constexpr std::size_t kMaxSegments = 512;
+  // The newest snapshot, rebuilt through dl_iterate_phdr when objects were loaded or unloaded since the last
+  // one. Not signal-safe (takes the loader lock, allocates); call it at thread attach.
+  static const CodeMap* refresh();
+  // The newest snapshot without rebuilding (signal-safe); null before the first refresh().
+  static const CodeMap* current() noexcept;
+
+  bool contains(std::uint64_t addr) const noexcept;
+  // addr lies in a mapped code segment right after a call instruction (checked within that segment).
+  bool is_return_address(std::uint64_t addr) const noexcept;
+  std::size_t size() const noexcept { return count_; }
+
+ private:
+  struct Segment {
+    std::uint64_t begin;
+    std::uint64_t end;
+  };
+  const Segment* find(std::uint64_t addr) const noexcept;
+  Segment segments_[kMaxSegments];
+  std::size_t count_ = 0;
+  unsigned long long generation_ = 0;
+};
+
+// Frame-pointer walk that never faults: every frame must lie inside `stack`, be 8-byte aligned, and lie
+// strictly above the previous one; the walk stops at the first frame that does not.
+//
+// Leaf recovery: when the sample lands where the function has not (or no longer) set up its frame, rbp still
+// points at the caller's caller and the direct caller would be skipped. The walk reads the instruction bytes at
+// IP and, when they are `endbr64`, `push %rbp` or `ret` (entry / exit: return address at [sp]) or
+// `mov %rsp,%rbp` (rbp just pushed: return address at [sp+8]), records that return address as frame 1. Code
+// bytes are only read within IP's page (mapped, since the CPU just executed it). Elsewhere, and only with a
+// `code` map, [sp] is taken as frame 1 when it is a return address (in a code segment, right after a call)
+// other than the one the frame chain yields next: that is a leaf that never sets up a frame (gcc 12 omits it in
+// leaves that use no stack, even with -mno-omit-leaf-frame-pointer). A frameless function that has pushed
+// registers or locals still loses its caller; that is the limit of the method.
+std::size_t unwind_frame_pointer(const RegisterState& regs, const StackBounds& stack,
+                                 std::span<std::uint64_t> out, const CodeMap* code = nullptr) noexcept;
+
+// libunwind's fast path (unw_backtrace: per-thread trace cache, no cursor/unw_step loop) from inside a
+// signal handler: it traces from the handler itself through the signal trampoline and the frames above the
+// interrupted IP (`interrupted` = the ucontext's registers) are returned. Call prepare_libunwind_this_thread()
+// before the first sample on a thread. A trace-cache miss (an address never unwound before on this thread)
+// makes libunwind look the address up through dl_iterate_phdr, which takes the loader's recursive lock, and
+// may grow its cache with mmap; warm-up keeps that off the common path but cannot rule it out.
+std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::uint64_t> out) noexcept;
+
+// Per-thread cache policy and one warm-up trace; call where allocation is allowed (thread attach).
+void prepare_libunwind_this_thread() noexcept;
+
+// The cursor/unw_step loop from a ucontext (5–60 µs per sample): for comparison and non-signal use only.
+std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept;
+
+// Copies a PERF_SAMPLE_CALLCHAIN into `out`, dropping the PERF_CONTEXT_* markers; keeps only user frames
+// unless `include_kernel`.
+std::size_t copy_kernel_callchain(std::span<const std::uint64_t> chain, std::span<std::uint64_t> out,
+                                  bool include_kernel = false) noexcept;
+
+}  // namespace selfperf

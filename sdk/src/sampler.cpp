@@ -1,0 +1,275 @@
+// Sampler: options, thread attachment, draining and totals. The signal side is in sampler_signal.cpp.
+#include "selfperf/sampler.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sampler_core.hpp"
+#include "selfperf/error.hpp"
+#include "selfperf/event.hpp"
+
+namespace selfperf {
+
+namespace detail {
+
+namespace {
+
+constexpr std::size_t kMaxDepth = 1024;
+
+bool hardware_cycles_available() noexcept {
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.config = PERF_COUNT_HW_CPU_CYCLES;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  int fd = perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+void validate(const Sampler::Options& o) {
+  if ((o.period == 0) == (o.frequency == 0))
+    throw Error("Sampler::Options: set exactly one of period (events between samples) and frequency (Hz); "
+                "got period " + std::to_string(o.period) + " and frequency " + std::to_string(o.frequency));
+  if (o.max_depth == 0 || o.max_depth > kMaxDepth)
+    throw Error("Sampler::Options::max_depth " + std::to_string(o.max_depth) + " is out of range: use 1.." +
+                std::to_string(kMaxDepth));
+  if (o.buffer_capacity == 0)
+    throw Error("Sampler::Options::buffer_capacity must be at least 1 sample per thread");
+  if (o.ring_pages == 0 || (o.ring_pages & (o.ring_pages - 1)) != 0)
+    throw Error("Sampler::Options::ring_pages " + std::to_string(o.ring_pages) +
+                " must be a power of two (the kernel's ring buffer is 1 + 2^n pages)");
+  if (o.unwinder == Unwinder::kernel && o.rearm != Sampler::Rearm::ring_buffer)
+    throw Error("Sampler::Options: the kernel unwinder reads callchains from the ring buffer; use "
+                "rearm = Rearm::ring_buffer with Unwinder::kernel");
+}
+
+// The fcntl calls that route an event's overflow signal to the thread that opened it.
+void route_signal(int fd, int signo, pid_t tid) {
+  f_owner_ex owner{F_OWNER_TID, tid};
+  if (fcntl(fd, F_SETSIG, signo) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0)
+    throw Error("cannot route sampling signals to thread " + std::to_string(tid) + " (fcntl F_SETSIG/F_SETOWN_EX)",
+                errno);
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_ASYNC) != 0)
+    throw Error("cannot enable O_ASYNC on the sampling event", errno);
+}
+
+void map_ring(ThreadState& s, std::size_t data_pages) {
+  std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::size_t size = (1 + data_pages) * page;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    throw Error("cannot map the sampling event's ring buffer (" + std::to_string(size / 1024) + " KiB): " +
+                    std::strerror(err) +
+                    (err == EPERM ? ". Each attached thread locks one; raise kernel.perf_event_mlock_kb or "
+                                    "RLIMIT_MEMLOCK, lower Options::ring_pages, or use Rearm::overflow_signal"
+                                  : ""),
+                err);
+  }
+  s.mapping = p;
+  s.mapping_size = size;
+  s.ring.page = static_cast<perf_event_mmap_page*>(p);
+  s.ring.data = static_cast<const unsigned char*>(p) + page;
+  s.ring.mask = data_pages * page - 1;
+}
+
+void enable(const ThreadState& s) {
+  unsigned long request = s.rearm == Sampler::Rearm::refresh ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE;
+  if (ioctl(s.fd, request, s.rearm == Sampler::Rearm::refresh ? 1 : 0) != 0)
+    throw Error("cannot enable the sampling event", errno);
+}
+
+// Detaches every sampler this thread is still attached to when the thread exits.
+struct ExitHook {
+  std::vector<std::weak_ptr<SamplerCore>> cores;
+  ~ExitHook() {
+    for (auto& weak : cores)
+      if (auto core = weak.lock()) core->detach_this_thread();
+  }
+};
+thread_local ExitHook t_exit_hook;
+
+}  // namespace
+
+ThreadState::~ThreadState() {
+  if (mapping) munmap(mapping, mapping_size);
+  if (fd >= 0) ::close(fd);
+}
+
+SamplerCore::SamplerCore(Sampler::Options o) : options(std::move(o)) {
+  validate(options);
+  std::string text = options.event;
+  if (text.empty()) text = hardware_cycles_available() ? "cycles" : "cpu-clock";
+  EventSpec spec = parse_event(text);
+  attr = to_attr(spec);
+  // Unprivileged (perf_event_paranoid 2) processes may only sample user space; an event that names its
+  // privilege level (:u, :k) is opened exactly as written.
+  if (!spec.explicit_privilege && !kernel_counting_allowed()) attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  attr.disabled = 1;
+  attr.inherit = 0;
+  if (options.frequency) {
+    attr.freq = 1;
+    attr.sample_freq = options.frequency;
+  } else {
+    attr.sample_period = options.period;
+  }
+  if (options.rearm == Sampler::Rearm::ring_buffer) {
+    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+    if (options.unwinder == Unwinder::kernel) {
+      attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
+      attr.exclude_callchain_kernel = 1;
+      attr.sample_max_stack = static_cast<std::uint16_t>(options.max_depth);
+    }
+    attr.wakeup_events = 1;  // every sample wakes the reader, i.e. raises our signal
+    attr.use_clockid = 1;    // Sample::time is CLOCK_MONOTONIC like the other modes
+    attr.clockid = CLOCK_MONOTONIC;
+  }
+  event_name = spec.name.empty() ? text : spec.name;
+  pid_ = getpid();
+}
+
+SamplerCore::~SamplerCore() { stop(); }
+
+void SamplerCore::start() {
+  std::lock_guard lock(mutex_);
+  if (stopped.load()) throw Error("Sampler::start after stop(): create a new Sampler");
+  if (started.load()) return;
+  signo = install_signal_handlers(options.signal);
+  ignored_at_start_ = ignored_signal_count();
+  for (auto& s : states_)
+    if (!s->detached) enable(*s);
+  started = true;
+}
+
+void SamplerCore::attach_this_thread() {
+  const void* marker = this_thread_marker();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped.load()) throw Error("Sampler::attach_this_thread after stop(): create a new Sampler");
+    for (auto& s : states_)
+      if (!s->detached && s->thread_marker == marker) return;
+  }
+  auto state = std::make_shared<ThreadState>(options.buffer_capacity, options.max_depth);
+  state->tid = current_tid();
+  state->thread_marker = marker;
+  state->stack = StackBounds::of_this_thread();
+  state->code = CodeMap::refresh();
+  state->unwinder = options.unwinder;
+  state->rearm = options.rearm;
+  state->period = options.period;
+  if (options.unwinder == Unwinder::libunwind) prepare_libunwind_this_thread();
+  state->fd = open_event(attr, event_name, 0, -1, -1).release();
+  if (options.rearm == Sampler::Rearm::ring_buffer) map_ring(*state, options.ring_pages);
+
+  std::lock_guard lock(mutex_);
+  if (stopped.load()) throw Error("Sampler::attach_this_thread raced with stop(): create a new Sampler");
+  int sig = started.load() ? signo.load() : 0;
+  if (sig == 0) sig = install_signal_handlers(options.signal);  // handlers before any fd can signal
+  signo = sig;
+  route_signal(state->fd, sig, state->tid);
+  publish_event(state->fd, state.get());
+  if (options.unwinder == Unwinder::libunwind) warm_up_from_signal(sig, *state);
+  if (started.load()) {
+    try {
+      enable(*state);
+    } catch (...) {
+      unpublish_event(state->fd, state.get());
+      throw;
+    }
+  }
+  states_.push_back(state);
+  auto& hook = t_exit_hook.cores;
+  std::erase_if(hook, [](const std::weak_ptr<SamplerCore>& w) { return w.expired(); });
+  hook.push_back(weak_from_this());
+}
+
+void SamplerCore::detach(ThreadState& s) {
+  if (s.detached) return;
+  s.detached = true;
+  ioctl(s.fd, PERF_EVENT_IOC_DISABLE, 0);
+  unpublish_event(s.fd, &s);  // after this no handler touches s
+  if (s.mapping) {
+    munmap(s.mapping, s.mapping_size);
+    s.mapping = nullptr;
+    s.ring = {};
+  }
+  ::close(s.fd);
+  s.fd = -1;
+}
+
+void SamplerCore::detach_this_thread() {
+  const void* marker = this_thread_marker();
+  std::lock_guard lock(mutex_);
+  for (auto& s : states_)
+    if (!s->detached && s->thread_marker == marker) detach(*s);
+}
+
+void SamplerCore::add_totals(Sampler::Totals& t, const ThreadState& s) const {
+  auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  std::uint64_t lost = get(s.lost_buffer_full) + get(s.lost_kernel) + get(s.lost_coalesced);
+  t.samples += get(s.samples);
+  t.lost += lost;
+  t.lost_buffer_full += get(s.lost_buffer_full);
+  t.lost_kernel += get(s.lost_kernel);
+  t.lost_coalesced += get(s.lost_coalesced);
+  t.throttled += get(s.throttled);
+  t.signals += get(s.signals);
+  t.sigio += get(s.sigio);
+  t.threads.push_back({s.tid, get(s.samples), lost});
+}
+
+std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
+  std::lock_guard drain_lock(drain_mutex_);
+  std::vector<std::shared_ptr<ThreadState>> snapshot;
+  {
+    std::lock_guard lock(mutex_);
+    snapshot = states_;
+  }
+  std::size_t n = 0;
+  for (auto& s : snapshot) n += s->buffer.consume(pid_, [&](const Sample& sample) { call(fn, sample); });
+  std::lock_guard lock(mutex_);
+  // Detached and empty: nothing will ever arrive again; keep only its counts.
+  std::erase_if(states_, [&](const std::shared_ptr<ThreadState>& s) {
+    if (!s->detached || !s->buffer.empty()) return false;
+    add_totals(finished_, *s);
+    return true;
+  });
+  return n;
+}
+
+Sampler::Totals SamplerCore::stop() {
+  std::lock_guard lock(mutex_);
+  for (auto& s : states_) detach(*s);
+  stopped = true;
+  Sampler::Totals t = finished_;
+  for (auto& s : states_) add_totals(t, *s);
+  if (started.load()) t.ignored = ignored_signal_count() - ignored_at_start_;
+  return t;
+}
+
+}  // namespace detail
+
+Sampler::Sampler(Options options) : core_(std::make_shared<detail::SamplerCore>(std::move(options))) {}
+Sampler::~Sampler() { core_->stop(); }
+void Sampler::start() { core_->start(); }
+void Sampler::attach_this_thread() { core_->attach_this_thread(); }
+void Sampler::detach_this_thread() { core_->detach_this_thread(); }
+std::size_t Sampler::drain_impl(void (*call)(void*, const Sample&), void* fn) { return core_->drain(call, fn); }
+Sampler::Totals Sampler::stop() { return core_->stop(); }
+bool Sampler::running() const noexcept { return core_->started.load() && !core_->stopped.load(); }
+int Sampler::signal_number() const noexcept { return core_->signo.load(); }
+const std::string& Sampler::event_name() const noexcept { return core_->event_name; }
+
+}  // namespace selfperf

@@ -1,0 +1,87 @@
+#pragma once
+// One thread's sample buffer: the signal handler on that thread produces, drain() consumes. Fixed-size
+// records allocated up front, so the producer never allocates, locks or blocks: a full buffer refuses.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <span>
+
+#include "selfperf/sample.hpp"
+
+namespace selfperf::detail {
+
+class SampleBuffer {
+ public:
+  // A record: tid, time, period, cpu, frame count, then up to max_depth frames.
+  static constexpr std::size_t kHeaderWords = 5;
+
+  SampleBuffer(std::size_t capacity, std::size_t max_depth)
+      : capacity_(capacity),
+        max_depth_(max_depth),
+        stride_(kHeaderWords + max_depth),
+        words_(std::make_unique<std::uint64_t[]>(capacity * stride_)) {}
+
+  std::size_t max_depth() const noexcept { return max_depth_; }
+
+  // Producer: the frame area of the next free record, or an empty span when the buffer is full.
+  std::span<std::uint64_t> reserve() noexcept {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    // Acquire pairs with the consumer's release: it finished reading the record we are about to reuse.
+    if (head - tail_.load(std::memory_order_acquire) >= capacity_) return {};
+    return {record(head) + kHeaderWords, max_depth_};
+  }
+
+  // Producer: fills the reserved record's header and publishes it.
+  void commit(pid_t tid, std::uint64_t time, std::uint64_t period, std::uint32_t cpu, std::size_t frames) noexcept {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    std::uint64_t* r = record(head);
+    r[0] = static_cast<std::uint64_t>(tid);
+    r[1] = time;
+    r[2] = period;
+    r[3] = cpu;
+    r[4] = frames;
+    // Release: the record's words are visible before the consumer sees the new head.
+    head_.store(head + 1, std::memory_order_release);
+  }
+
+  // Consumer (one at a time): calls fn(const Sample&) for each record; returns how many.
+  template <typename Fn>
+  std::size_t consume(pid_t pid, Fn&& fn) {
+    std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    std::uint64_t head = head_.load(std::memory_order_acquire);
+    std::size_t n = 0;
+    for (; tail != head; ++tail, ++n) {
+      const std::uint64_t* r = record(tail);
+      Sample s;
+      s.pid = pid;
+      s.tid = static_cast<pid_t>(r[0]);
+      s.time = r[1];
+      s.period = r[2];
+      s.cpu = static_cast<std::uint32_t>(r[3]);
+      s.frames = {r + kHeaderWords, static_cast<std::size_t>(r[4])};
+      fn(s);
+      tail_.store(tail + 1, std::memory_order_release);
+    }
+    return n;
+  }
+
+  bool empty() const noexcept {
+    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+  }
+
+ private:
+  std::uint64_t* record(std::uint64_t index) const noexcept {
+    return words_.get() + (index % capacity_) * stride_;
+  }
+
+  const std::size_t capacity_;
+  const std::size_t max_depth_;
+  const std::size_t stride_;
+  std::unique_ptr<std::uint64_t[]> words_;
+  alignas(64) std::atomic<std::uint64_t> head_{0};
+  alignas(64) std::atomic<std::uint64_t> tail_{0};
+};
+
+}  // namespace selfperf::detail

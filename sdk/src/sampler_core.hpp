@@ -1,0 +1,100 @@
+#pragma once
+// Sampler internals shared by the public methods (sampler.cpp) and the signal handlers (sampler_signal.cpp).
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <linux/perf_event.h>
+#include <signal.h>
+
+#include "perf_syscall.hpp"
+#include "sampler_buffer.hpp"
+#include "sampler_ring.hpp"
+#include "selfperf/sampler.hpp"
+#include "selfperf/unwind.hpp"
+
+namespace selfperf::detail {
+
+// One attached thread's event. Everything the handler reads is set before the state is published in the
+// fd table and never changes while it is there.
+struct ThreadState {
+  ThreadState(std::size_t capacity, std::size_t max_depth) : buffer(capacity, max_depth) {}
+  ~ThreadState();
+
+  int fd = -1;
+  pid_t tid = 0;
+  const void* thread_marker = nullptr;  // this_thread_marker() of the owner
+  StackBounds stack;
+  const CodeMap* code = nullptr;       // for the frame-pointer walk's leaf recovery
+  Unwinder unwinder = Unwinder::frame_pointer;
+  Sampler::Rearm rearm = Sampler::Rearm::ring_buffer;
+  std::uint64_t period = 0;             // configured period (0 in frequency mode)
+  KernelRing ring;
+  void* mapping = nullptr;
+  std::size_t mapping_size = 0;
+  SampleBuffer buffer;
+
+  std::atomic<std::uint64_t> samples{0};
+  std::atomic<std::uint64_t> lost_buffer_full{0};
+  std::atomic<std::uint64_t> lost_kernel{0};
+  std::atomic<std::uint64_t> lost_coalesced{0};
+  std::atomic<std::uint64_t> throttled{0};
+  std::atomic<std::uint64_t> signals{0};
+  std::atomic<std::uint64_t> sigio{0};
+
+  bool detached = false;  // guarded by SamplerCore::mutex
+};
+
+class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
+ public:
+  explicit SamplerCore(Sampler::Options options);
+  ~SamplerCore();
+
+  void start();
+  void attach_this_thread();
+  void detach_this_thread();
+  std::size_t drain(void (*call)(void*, const Sample&), void* fn);
+  Sampler::Totals stop();
+
+  Sampler::Options options;
+  perf_event_attr attr{};
+  std::string event_name;
+  std::atomic<int> signo{0};
+  std::atomic<bool> started{false};
+  std::atomic<bool> stopped{false};
+
+ private:
+  void detach(ThreadState& state);  // caller holds mutex_
+  void add_totals(Sampler::Totals& totals, const ThreadState& state) const;
+
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<ThreadState>> states_;  // attached, and detached with samples not yet drained
+  Sampler::Totals finished_;                          // states already drained and freed
+  std::uint64_t ignored_at_start_ = 0;
+  std::mutex drain_mutex_;  // drain() runs one consumer at a time per buffer
+  pid_t pid_ = 0;
+};
+
+// ---- signal side (sampler_signal.cpp) ----
+
+// Unique per live thread, readable from a handler without a system call.
+const void* this_thread_marker() noexcept;
+// Installs the sample handler on `requested` (0: pick a free real-time signal) and the SIGIO fallback;
+// returns the signal. Handlers stay installed for the life of the process: a late queued signal for a closed
+// event must never meet the default action (which terminates).
+int install_signal_handlers(int requested);
+// Publishes / withdraws an event for the handlers. unpublish_event returns once no handler uses `state`.
+void publish_event(int fd, ThreadState* state);
+void unpublish_event(int fd, const ThreadState* state) noexcept;
+constexpr int kMaxEventFd = 1 << 16;
+// Signals with our number that were not ours (si_code <= 0, unknown fd, another thread's event).
+std::uint64_t ignored_signal_count() noexcept;
+// Runs the unwinder once from inside a handler on this thread (fills libunwind's cache for handler and
+// trampoline frames).
+void warm_up_from_signal(int signo, ThreadState& state) noexcept;
+
+}  // namespace selfperf::detail

@@ -1,0 +1,296 @@
+// The sampling signal handlers. Everything here runs in signal context: no allocation, no locks, no stdio;
+// the only system calls are the re-arming ioctl in refresh mode and clock_gettime (vDSO) without a ring buffer.
+#include <cerrno>
+#include <ctime>
+#include <iterator>
+#include <string>
+
+#include <sched.h>
+
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sampler_core.hpp"
+#include "selfperf/error.hpp"
+
+namespace selfperf::detail {
+
+namespace {
+
+// The fd → event table the handlers search by si_fd. `readers` counts handlers between loading `state` and
+// finishing with it: unpublish waits for it to drain before the state may be freed.
+struct EventSlot {
+  std::atomic<ThreadState*> state{nullptr};
+  std::atomic<std::uint32_t> readers{0};
+};
+EventSlot g_events[kMaxEventFd];
+std::atomic<int> g_highest_fd{-1};
+std::atomic<std::uint64_t> g_ignored{0};
+
+// Initial-exec TLS: reading it in a handler is one %fs-relative access, never __tls_get_addr (which may
+// allocate). The address of the marker identifies the thread.
+[[gnu::tls_model("initial-exec")]] thread_local char t_marker;
+[[gnu::tls_model("initial-exec")]] thread_local ThreadState* t_warming = nullptr;
+
+std::mutex g_install_mutex;
+int g_sample_signals[64];  // signals carrying our handler
+int g_sample_signal_count = 0;
+bool g_sigio_installed = false;
+struct sigaction g_previous_sigio;
+
+// Scratch for one record's callchain before markers are dropped: max_depth plus the context markers.
+constexpr std::size_t kMaxChain = 1024 + 8;
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
+  RegisterState regs = RegisterState::from(uc);
+  if (s.unwinder == Unwinder::libunwind) return unwind_libunwind(regs, out);
+  return unwind_frame_pointer(regs, s.stack, out, s.code);
+}
+
+void store_user_sample(ThreadState& s, const ucontext_t& uc, std::uint64_t time, std::uint64_t period,
+                       std::uint32_t cpu) noexcept {
+  std::span<std::uint64_t> frames = s.buffer.reserve();
+  if (frames.empty()) {
+    s.lost_buffer_full.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::size_t n = unwind_user(s, uc, frames);
+  s.buffer.commit(s.tid, time, period, cpu, n);
+  s.samples.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A PERF_RECORD_SAMPLE opened with TID | TIME | CPU | PERIOD [| CALLCHAIN], in that (kernel) order.
+struct RecordFields {
+  std::uint64_t time = 0;
+  std::uint64_t period = 0;
+  std::uint32_t cpu = 0;
+  std::uint64_t chain_offset = 0;
+  std::uint64_t chain_length = 0;
+};
+
+RecordFields read_sample(const KernelRing& ring, std::uint64_t at, bool callchain) noexcept {
+  RecordFields f;
+  at += 8;  // pid, tid: the owner's, known already
+  f.time = ring.word(at);
+  at += 8;
+  f.cpu = static_cast<std::uint32_t>(ring.word(at));
+  at += 8;
+  f.period = ring.word(at);
+  at += 8;
+  if (callchain) {
+    f.chain_length = ring.word(at);
+    f.chain_offset = at + 8;
+  }
+  return f;
+}
+
+void store_kernel_sample(ThreadState& s, const RecordFields& f) noexcept {
+  std::span<std::uint64_t> frames = s.buffer.reserve();
+  if (frames.empty()) {
+    s.lost_buffer_full.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::uint64_t chain[kMaxChain];
+  std::size_t length = f.chain_length < kMaxChain ? f.chain_length : kMaxChain;
+  for (std::size_t i = 0; i < length; ++i) chain[i] = s.ring.word(f.chain_offset + 8 * i);
+  std::size_t n = copy_kernel_callchain({chain, length}, frames);
+  s.buffer.commit(s.tid, f.time, f.period, f.cpu, n);
+  s.samples.fetch_add(1, std::memory_order_relaxed);
+}
+
+void handle_ring(ThreadState& s, const ucontext_t& uc) noexcept {
+  const bool kernel_chain = s.unwinder == Unwinder::kernel;
+  std::uint64_t overflows = 0;
+  RecordFields newest;
+  s.ring.consume([&](std::uint32_t type, std::uint64_t at, std::uint16_t) noexcept {
+    switch (type) {
+      case PERF_RECORD_SAMPLE:
+        ++overflows;
+        newest = read_sample(s.ring, at, kernel_chain);
+        if (kernel_chain) store_kernel_sample(s, newest);
+        break;
+      case PERF_RECORD_LOST:
+        s.lost_kernel.fetch_add(s.ring.word(at + 8), std::memory_order_relaxed);  // id, lost
+        break;
+      case PERF_RECORD_LOST_SAMPLES:
+        s.lost_kernel.fetch_add(s.ring.word(at), std::memory_order_relaxed);
+        break;
+      case PERF_RECORD_THROTTLE:
+        s.throttled.fetch_add(1, std::memory_order_relaxed);
+        break;
+      default:
+        break;
+    }
+  });
+  if (kernel_chain || overflows == 0) return;  // no overflow behind this signal: an earlier one took its record
+  // Only the newest overflow's stack is still there to unwind.
+  if (overflows > 1) s.lost_coalesced.fetch_add(overflows - 1, std::memory_order_relaxed);
+  store_user_sample(s, uc, newest.time, newest.period, newest.cpu);
+}
+
+void handle_overflow(ThreadState& s, const ucontext_t& uc) noexcept {
+  s.signals.fetch_add(1, std::memory_order_relaxed);
+  switch (s.rearm) {
+    case Sampler::Rearm::ring_buffer:
+      handle_ring(s, uc);
+      break;
+    case Sampler::Rearm::overflow_signal:
+      store_user_sample(s, uc, monotonic_ns(), s.period, 0);
+      break;
+    case Sampler::Rearm::refresh:
+      store_user_sample(s, uc, monotonic_ns(), s.period, 0);
+      ioctl(s.fd, PERF_EVENT_IOC_REFRESH, 1);
+      break;
+  }
+}
+
+// Runs `fn(state)` when `fd` is one of our events owned by this thread; false otherwise.
+template <typename Fn>
+bool with_own_event(int fd, Fn&& fn) noexcept {
+  if (fd < 0 || fd >= kMaxEventFd) return false;
+  EventSlot& slot = g_events[fd];
+  // seq_cst on both sides (here and in unpublish_event): the reader count is raised before the pointer is
+  // read, the pointer is cleared before the count is checked, so no handler keeps a pointer unpublish missed.
+  slot.readers.fetch_add(1, std::memory_order_seq_cst);
+  ThreadState* s = slot.state.load(std::memory_order_seq_cst);
+  // Another thread's event: a signal queued before its fd number was closed and reused.
+  bool ours = s != nullptr && s->thread_marker == &t_marker;
+  if (ours) fn(*s);
+  slot.readers.fetch_sub(1, std::memory_order_release);
+  return ours;
+}
+
+void on_sample_signal(int, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  auto& uc = *static_cast<ucontext_t*>(context);
+  if (info->si_code <= 0) {  // sent by a process (kill, tgkill, sigqueue), not by the kernel for an event
+    if (ThreadState* warming = t_warming) {
+      std::uint64_t frames[64];
+      unwind_user(*warming, uc, frames);
+    } else {
+      g_ignored.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else if (!with_own_event(info->si_fd, [&](ThreadState& s) { handle_overflow(s, uc); })) {
+    g_ignored.fetch_add(1, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+}
+
+// The kernel sends SIGIO (SI_KERNEL, no fd) when it cannot queue the real-time signal. It is directed at the
+// thread that owns the event, so service every event of this thread.
+void on_sigio(int signo, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  auto& uc = *static_cast<ucontext_t*>(context);
+  bool handled = false;
+  if (info->si_code == SI_KERNEL) {
+    int highest = g_highest_fd.load(std::memory_order_acquire);
+    for (int fd = 0; fd <= highest; ++fd) {
+      handled |= with_own_event(fd, [&](ThreadState& s) {
+        s.sigio.fetch_add(1, std::memory_order_relaxed);
+        handle_overflow(s, uc);
+      });
+    }
+  } else if (info->si_code > 0) {
+    handled = with_own_event(info->si_fd, [&](ThreadState& s) { handle_overflow(s, uc); });
+  }
+  errno = saved_errno;
+  if (handled) return;
+  const struct sigaction& prev = g_previous_sigio;
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(signo, info, context);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
+    prev.sa_handler(signo);
+  }
+  // SIG_DFL for SIGIO terminates: a stray SIGIO that is not ours is dropped rather than killing the process.
+}
+
+void install(int signo, void (*handler)(int, siginfo_t*, void*), struct sigaction* previous) {
+  struct sigaction sa {};
+  sa.sa_sigaction = handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  // The two handlers never nest on one thread: they share the thread's ring buffer and sample buffer.
+  sigaddset(&sa.sa_mask, SIGIO);
+  for (int i = 0; i < g_sample_signal_count; ++i) sigaddset(&sa.sa_mask, g_sample_signals[i]);
+  sigaddset(&sa.sa_mask, signo);
+  if (sigaction(signo, &sa, previous) != 0)
+    throw Error("cannot install the sampling handler for signal " + std::to_string(signo), errno);
+}
+
+}  // namespace
+
+const void* this_thread_marker() noexcept { return &t_marker; }
+
+int install_signal_handlers(int requested) {
+  std::lock_guard lock(g_install_mutex);
+  int signo = requested;
+  if (signo == 0) {
+    // The first real-time signal nobody handles; SIGRTMIN..+3 are left to libraries that hard-code them.
+    for (int i = 0; i < g_sample_signal_count && signo == 0; ++i) signo = g_sample_signals[i];
+    for (int s = SIGRTMIN + 4; s <= SIGRTMAX && signo == 0; ++s) {
+      struct sigaction current {};
+      if (sigaction(s, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+          current.sa_handler == SIG_DFL)
+        signo = s;
+    }
+    if (signo == 0)
+      throw Error("no free real-time signal for the sampler: every one from SIGRTMIN+4 has a handler; set "
+                  "Sampler::Options::signal to one the program does not use");
+  } else if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || signo == SIGSEGV ||
+             signo == SIGBUS || signo == SIGFPE || signo == SIGILL) {
+    throw Error("Sampler::Options::signal " + std::to_string(signo) +
+                " cannot carry samples: use a real-time signal (SIGRTMIN..SIGRTMAX) or 0 to pick one");
+  }
+  bool known = false;
+  for (int i = 0; i < g_sample_signal_count; ++i) known |= g_sample_signals[i] == signo;
+  if (!known && signo != SIGIO) {
+    if (g_sample_signal_count == static_cast<int>(std::size(g_sample_signals)))
+      throw Error("too many distinct sampling signals in one process");
+    install(signo, on_sample_signal, nullptr);
+    g_sample_signals[g_sample_signal_count++] = signo;
+    // SIGIO's mask must cover the new signal too.
+    if (g_sigio_installed) install(SIGIO, on_sigio, nullptr);
+  }
+  if (!g_sigio_installed) {
+    install(SIGIO, on_sigio, &g_previous_sigio);
+    g_sigio_installed = true;
+  }
+  return signo;
+}
+
+void publish_event(int fd, ThreadState* state) {
+  if (fd < 0 || fd >= kMaxEventFd)
+    throw Error("sampling event fd " + std::to_string(fd) + " is beyond the sampler's table of " +
+                std::to_string(kMaxEventFd) + " descriptors; close unused descriptors or attach earlier");
+  g_events[fd].state.store(state, std::memory_order_seq_cst);
+  int highest = g_highest_fd.load(std::memory_order_relaxed);
+  while (fd > highest && !g_highest_fd.compare_exchange_weak(highest, fd, std::memory_order_acq_rel)) {
+  }
+}
+
+void unpublish_event(int fd, const ThreadState* state) noexcept {
+  if (fd < 0 || fd >= kMaxEventFd) return;
+  EventSlot& slot = g_events[fd];
+  ThreadState* expected = const_cast<ThreadState*>(state);
+  slot.state.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst);
+  // Handlers that loaded the pointer finish in bounded time (no blocking inside): wait them out.
+  while (slot.readers.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
+std::uint64_t ignored_signal_count() noexcept { return g_ignored.load(std::memory_order_relaxed); }
+
+void warm_up_from_signal(int signo, ThreadState& state) noexcept {
+  t_warming = &state;
+  // Delivered before tgkill returns: the signal is unblocked and aimed at this very thread.
+  syscall(SYS_tgkill, getpid(), state.tid, signo);
+  t_warming = nullptr;
+}
+
+}  // namespace selfperf::detail

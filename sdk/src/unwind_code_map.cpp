@@ -1,0 +1,87 @@
+// Snapshots of the executable segments: lets the frame-pointer walk test "is this a return address"
+// without reading memory it cannot prove is mapped.
+#include <link.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "selfperf/unwind.hpp"
+
+namespace selfperf {
+
+namespace {
+
+std::mutex g_refresh_mutex;
+std::atomic<const CodeMap*> g_current{nullptr};
+// Every snapshot ever published: a handler may still read an old one, so none is freed.
+std::vector<std::unique_ptr<CodeMap>>& all_snapshots() {
+  static auto* snapshots = new std::vector<std::unique_ptr<CodeMap>>;
+  return *snapshots;
+}
+
+}  // namespace
+
+const CodeMap* CodeMap::current() noexcept { return g_current.load(std::memory_order_acquire); }
+
+const CodeMap* CodeMap::refresh() {
+  std::lock_guard lock(g_refresh_mutex);
+  const CodeMap* old = g_current.load(std::memory_order_acquire);
+  // glibc counts loads and unloads in dlpi_adds/dlpi_subs: unchanged sums mean an unchanged set of objects.
+  unsigned long long generation = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t size, void* data) {
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+          *static_cast<unsigned long long*>(data) = info->dlpi_adds * 1'000'003ull + info->dlpi_subs;
+        return 1;
+      },
+      &generation);
+  if (old && generation != 0 && old->generation_ == generation) return old;
+  auto map = std::make_unique<CodeMap>();
+  map->generation_ = generation;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto* m = static_cast<CodeMap*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || m->count_ == kMaxSegments) continue;
+          std::uint64_t begin = info->dlpi_addr + ph.p_vaddr;
+          m->segments_[m->count_++] = {begin, begin + ph.p_memsz};
+        }
+        return 0;
+      },
+      map.get());
+  std::sort(map->segments_, map->segments_ + map->count_,
+            [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+  const CodeMap* published = map.get();
+  all_snapshots().push_back(std::move(map));
+  g_current.store(published, std::memory_order_release);
+  return published;
+}
+
+const CodeMap::Segment* CodeMap::find(std::uint64_t addr) const noexcept {
+  const Segment* end = segments_ + count_;
+  const Segment* it = std::upper_bound(segments_, end, addr,
+                                       [](std::uint64_t a, const Segment& s) { return a < s.begin; });
+  if (it == segments_) return nullptr;
+  --it;
+  return addr < it->end ? it : nullptr;
+}
+
+bool CodeMap::contains(std::uint64_t addr) const noexcept { return find(addr) != nullptr; }
+
+bool CodeMap::is_return_address(std::uint64_t addr) const noexcept {
+  const Segment* s = find(addr);
+  if (s == nullptr || addr < s->begin + 7) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(addr);
+  if (p[-5] == 0xe8) return true;                                       // call rel32
+  if (p[-2] == 0xff && (p[-1] & 0x38) == 0x10) return true;             // call *%reg / *(%reg)
+  if (p[-3] == 0xff && (p[-2] & 0x38) == 0x10) return true;             // call *disp8(%reg)
+  if (p[-6] == 0xff && (p[-5] & 0x38) == 0x10) return true;             // call *disp32(%rip / %reg)
+  if (p[-7] == 0xff && (p[-6] & 0x38) == 0x10) return true;             // call *disp32(%reg,%reg,s)
+  return false;
+}
+
+}  // namespace selfperf

@@ -1,0 +1,67 @@
+// libunwind local unwinding: the fast cached trace for signal handlers, the cursor loop for comparison.
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+
+#include "selfperf/unwind.hpp"
+
+namespace selfperf {
+
+namespace {
+
+// Frames between this function and the interrupted one: unwind_libunwind, the sampler's handler chain,
+// the sigreturn trampoline. Generous; unused slots cost nothing but stack.
+constexpr int kHandlerFrames = 24;
+constexpr int kMaxTrace = 512 + kHandlerFrames;
+
+}  // namespace
+
+std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::uint64_t> out) noexcept {
+  if (out.empty()) return 0;
+  std::array<void*, kMaxTrace> trace;
+  int want = static_cast<int>(std::min<std::size_t>(out.size(), kMaxTrace - kHandlerFrames)) + kHandlerFrames;
+  int got = unw_backtrace(trace.data(), want);
+  // The trace starts in the handler; the interrupted frame is the one whose address is the ucontext's IP
+  // (libunwind reports the exact IP after a signal frame, not IP - 1).
+  int first = -1;
+  for (int i = 0; i < got && i < kHandlerFrames + 1; ++i) {
+    auto pc = reinterpret_cast<std::uint64_t>(trace[static_cast<std::size_t>(i)]);
+    if (pc == interrupted.ip || pc + 1 == interrupted.ip) {
+      first = i;
+      break;
+    }
+  }
+  std::size_t n = 0;
+  out[n++] = interrupted.ip;
+  if (first < 0) return n;  // the trace did not cross the signal frame: keep the leaf alone
+  for (int i = first + 1; i < got && n < out.size(); ++i)
+    out[n++] = reinterpret_cast<std::uint64_t>(trace[static_cast<std::size_t>(i)]);
+  return n;
+}
+
+void prepare_libunwind_this_thread() noexcept {
+  static std::once_flag policy_once;
+  std::call_once(policy_once, [] { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); });
+  // Creates this thread's trace cache (mmap) and fills it for the frames above us.
+  std::array<void*, 64> trace;
+  unw_backtrace(trace.data(), static_cast<int>(trace.size()));
+}
+
+std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
+  unw_cursor_t cursor;
+  auto* context = const_cast<unw_context_t*>(reinterpret_cast<const unw_context_t*>(&uc));
+  if (unw_init_local2(&cursor, context, UNW_INIT_SIGNAL_FRAME) < 0) return 0;
+  std::size_t n = 0;
+  while (n < out.size()) {
+    unw_word_t ip = 0;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+    out[n++] = ip;
+    if (unw_step(&cursor) <= 0) break;
+  }
+  return n;
+}
+
+}  // namespace selfperf

@@ -1,0 +1,179 @@
+// The sampling handler is async-signal-safe: no allocation while it runs (malloc is intercepted in this
+// binary), errno is preserved, and malloc-heavy threads sampled at a high rate neither deadlock nor crash.
+#include <doctest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "sampler_workload.hpp"
+#include "selfperf/sampler.hpp"
+
+using selfperf::Sampler;
+using selfperf::Unwinder;
+
+#if defined(__SANITIZE_ADDRESS__) || SELFPERF_TEST_TSAN
+// Sanitizers own malloc; the interception below would replace theirs. The stress part still runs.
+constexpr bool kMallocIntercepted = false;
+#else
+constexpr bool kMallocIntercepted = true;
+#endif
+
+namespace {
+
+[[gnu::tls_model("initial-exec")]] thread_local bool t_in_handler = false;
+std::atomic<std::uint64_t> g_allocations_in_handler{0};
+std::atomic<std::uint64_t> g_handler_runs{0};
+
+void note_allocation() {
+  if (t_in_handler) g_allocations_in_handler.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+#if !defined(__SANITIZE_ADDRESS__) && !SELFPERF_TEST_TSAN
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void __libc_free(void*);
+
+void* malloc(std::size_t size) {
+  note_allocation();
+  return __libc_malloc(size);
+}
+void* calloc(std::size_t n, std::size_t size) {
+  note_allocation();
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, std::size_t size) {
+  note_allocation();
+  return __libc_realloc(p, size);
+}
+void* memalign(std::size_t alignment, std::size_t size) {
+  note_allocation();
+  return __libc_memalign(alignment, size);
+}
+void* aligned_alloc(std::size_t alignment, std::size_t size) {
+  note_allocation();
+  return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, std::size_t alignment, std::size_t size) {
+  note_allocation();
+  void* p = __libc_memalign(alignment, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void free(void* p) {
+  note_allocation();
+  __libc_free(p);
+}
+}
+#endif
+
+namespace {
+
+struct sigaction g_sampler_action;
+struct sigaction g_sampler_sigio;
+
+// Runs the sampler's handler with t_in_handler set: the test's view of "inside the handler".
+void spy(int signo, siginfo_t* info, void* context) {
+  t_in_handler = true;
+  g_handler_runs.fetch_add(1, std::memory_order_relaxed);
+  const struct sigaction& inner = signo == SIGIO ? g_sampler_sigio : g_sampler_action;
+  inner.sa_sigaction(signo, info, context);
+  t_in_handler = false;
+}
+
+void wrap(int signo, struct sigaction& saved) {
+  REQUIRE(sigaction(signo, nullptr, &saved) == 0);
+  REQUIRE((saved.sa_flags & SA_SIGINFO) != 0);
+  CHECK((saved.sa_flags & SA_RESTART) != 0);
+  struct sigaction sa = saved;
+  sa.sa_sigaction = spy;
+  REQUIRE(sigaction(signo, &sa, nullptr) == 0);
+}
+
+void unwrap(int signo, const struct sigaction& saved) { sigaction(signo, &saved, nullptr); }
+
+std::atomic<std::uint64_t> g_sink{0};
+
+// Allocation churn of varied sizes (tcache, fastbins, large chunks) plus an errno the handler must not touch.
+std::uint64_t hammer(std::uint64_t seed, std::uint64_t iterations, std::atomic<std::uint64_t>& errno_broken) {
+  std::vector<void*> live(64, nullptr);
+  std::uint64_t x = seed;
+  for (std::uint64_t i = 0; i < iterations; ++i) {
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    std::size_t slot = (x >> 33) % live.size();
+    std::free(live[slot]);
+    std::size_t size = 16u << ((x >> 20) % 12);
+    live[slot] = std::malloc(size);
+    static_cast<char*>(live[slot])[0] = static_cast<char>(i);
+    errno = static_cast<int>(i % 1000) + 1;
+    for (int k = 0; k < 50; ++k) asm volatile("" : "+r"(x));
+    if (errno != static_cast<int>(i % 1000) + 1) errno_broken.fetch_add(1);
+  }
+  for (void* p : live) std::free(p);
+  return x;
+}
+
+void run_safety_check(Unwinder unwinder) {
+  Sampler::Options options;
+  options.event = "cpu-clock";
+  options.period = 20'000;  // 50 kHz per thread
+  options.unwinder = unwinder;
+  options.buffer_capacity = 256;
+  Sampler sampler(options);
+  sampler.start();
+  wrap(sampler.signal_number(), g_sampler_action);
+  wrap(SIGIO, g_sampler_sigio);
+  g_allocations_in_handler = 0;
+  g_handler_runs = 0;
+  std::atomic<std::uint64_t> errno_broken{0};
+  std::atomic<bool> done{false};
+  std::thread drainer([&] {
+    while (!done.load()) sampler.drain([](const selfperf::Sample&) {});
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back(sampler.attached([&, t] { g_sink += hammer(t + 1, selfperf_test::kTsan ? 200'000 : 2'000'000, errno_broken); }));
+  for (auto& t : threads) t.join();
+  done = true;
+  drainer.join();
+  auto totals = sampler.stop();
+  unwrap(SIGIO, g_sampler_sigio);
+  unwrap(sampler.signal_number(), g_sampler_action);
+  INFO("handler runs " << g_handler_runs.load() << ", samples " << totals.samples << ", lost " << totals.lost);
+  CHECK(totals.samples > 0);
+  CHECK(g_handler_runs.load() >= totals.signals);
+  CHECK(errno_broken.load() == 0);
+  if (kMallocIntercepted) CHECK(g_allocations_in_handler.load() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the interception sees allocations made inside a handler (the spy works)") {
+  if (!kMallocIntercepted) return;
+  t_in_handler = true;
+  void* p = std::malloc(32);
+  t_in_handler = false;
+  std::free(p);
+  CHECK(g_allocations_in_handler.exchange(0) == 1);
+}
+
+TEST_CASE("frame-pointer handler: no allocation, errno preserved, under malloc churn") {
+  run_safety_check(Unwinder::frame_pointer);
+}
+
+TEST_CASE("libunwind handler: no allocation, errno preserved, under malloc churn") {
+  run_safety_check(Unwinder::libunwind);
+}
+
+TEST_CASE("kernel-callchain handler: no allocation, errno preserved, under malloc churn") {
+  run_safety_check(Unwinder::kernel);
+}

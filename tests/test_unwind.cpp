@@ -1,0 +1,218 @@
+// Unwinders on synthetic stacks (every check that stops a walk) and on real signal contexts.
+#include <doctest.h>
+
+#include <array>
+#include <csignal>
+#include <cstring>
+#include <string_view>
+#include <linux/perf_event.h>
+#include <pthread.h>
+
+#include "sampler_workload.hpp"
+#include "selfperf/unwind.hpp"
+
+using namespace selfperf;
+using selfperf_test::CodeRange;
+
+namespace {
+
+// A fake stack: frame records (saved rbp, return address) placed at chosen word indexes.
+struct FakeStack {
+  alignas(16) std::array<std::uint64_t, 64> words{};
+  std::uint64_t at(std::size_t i) const { return reinterpret_cast<std::uint64_t>(&words[i]); }
+  void frame(std::size_t i, std::uint64_t next_fp, std::uint64_t ret) {
+    words[i] = next_fp;
+    words[i + 1] = ret;
+  }
+  StackBounds bounds() const { return {at(0), at(0) + sizeof words}; }
+};
+
+// Instruction bytes for IP: a body instruction (nop), `push %rbp`, `mov %rsp,%rbp`.
+const unsigned char kNop[] = {0x90, 0x90, 0x90, 0x90};
+const unsigned char kPush[] = {0x55, 0x90, 0x90, 0x90};
+const unsigned char kMovRspRbp[] = {0x48, 0x89, 0xe5, 0x90};
+std::uint64_t code(const unsigned char* bytes) { return reinterpret_cast<std::uint64_t>(bytes); }
+int g_not_on_stack = 0;
+
+}  // namespace
+
+TEST_CASE("frame-pointer walk follows a well-formed chain to its end") {
+  FakeStack s;
+  s.frame(10, s.at(20), 0x1111);
+  s.frame(20, s.at(30), 0x2222);
+  s.frame(30, 0, 0x3333);  // outermost: next fp 0 lies below the floor
+  std::array<std::uint64_t, 16> out{};
+  std::size_t n = unwind_frame_pointer({code(kNop), s.at(2), s.at(10)}, s.bounds(), out);
+  REQUIRE(n == 4);
+  CHECK(out[0] == code(kNop));
+  CHECK(out[1] == 0x1111);
+  CHECK(out[2] == 0x2222);
+  CHECK(out[3] == 0x3333);
+}
+
+TEST_CASE("frame-pointer walk stops, without faulting, at loops, bad alignment and frames off the stack") {
+  std::array<std::uint64_t, 16> out{};
+  SUBCASE("a frame pointing back down is a loop") {
+    FakeStack s;
+    s.frame(10, s.at(20), 0x1111);
+    s.frame(20, s.at(10), 0x2222);
+    CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(10)}, s.bounds(), out) == 3);
+  }
+  SUBCASE("a frame pointing at itself") {
+    FakeStack s;
+    s.frame(10, s.at(10), 0x1111);
+    CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(10)}, s.bounds(), out) == 2);
+  }
+  SUBCASE("misaligned frame pointer") {
+    FakeStack s;
+    s.frame(10, s.at(20) + 3, 0x1111);
+    CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(10)}, s.bounds(), out) == 2);
+  }
+  SUBCASE("frame pointer beyond the stack (unmapped address never read)") {
+    FakeStack s;
+    s.frame(10, 0x10, 0x1111);
+    CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(10)}, s.bounds(), out) == 2);
+    s.frame(10, s.at(62), 0x1111);  // the record would straddle the top of the stack
+    CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(10)}, s.bounds(), out) == 2);
+  }
+  SUBCASE("frame pointer below the stack pointer") {
+    FakeStack s;
+    s.frame(4, s.at(20), 0x1111);
+    CHECK(unwind_frame_pointer({code(kNop), s.at(8), s.at(4)}, s.bounds(), out) == 1);
+  }
+  SUBCASE("stack pointer on another stack: the leaf alone") {
+    FakeStack s;
+    s.frame(10, s.at(20), 0x1111);
+    CHECK(unwind_frame_pointer({code(kNop), 0x1000, s.at(10)}, s.bounds(), out) == 1);
+  }
+  SUBCASE("zero return address ends the walk") {
+    FakeStack s;
+    s.frame(10, s.at(20), 0);
+    CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(10)}, s.bounds(), out) == 1);
+  }
+}
+
+TEST_CASE("frame-pointer walk is bounded by the output size") {
+  FakeStack s;
+  for (std::size_t i = 4; i + 4 < s.words.size(); i += 2) s.frame(i, s.at(i + 2), 0x1000 + i);
+  std::array<std::uint64_t, 5> out{};
+  CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(4)}, s.bounds(), out) == 5);
+  CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(4)}, s.bounds(), std::span<std::uint64_t>{}) == 0);
+}
+
+TEST_CASE("frame-pointer walk recovers the caller of a function in its prologue") {
+  FakeStack s;
+  s.frame(20, 0, 0x2222);  // the caller's caller, as rbp still says
+  std::array<std::uint64_t, 8> out{};
+  SUBCASE("at push %rbp: the return address is at [sp]") {
+    s.words[10] = 0xaaaa;
+    REQUIRE(unwind_frame_pointer({code(kPush), s.at(10), s.at(20)}, s.bounds(), out) == 3);
+    CHECK(out[1] == 0xaaaa);
+    CHECK(out[2] == 0x2222);
+  }
+  SUBCASE("at mov %rsp,%rbp: rbp was just pushed, the return address is at [sp+8]") {
+    s.words[10] = s.at(20);
+    s.words[11] = 0xbbbb;
+    REQUIRE(unwind_frame_pointer({code(kMovRspRbp), s.at(10), s.at(20)}, s.bounds(), out) == 3);
+    CHECK(out[1] == 0xbbbb);
+    CHECK(out[2] == 0x2222);
+  }
+}
+
+TEST_CASE("kernel callchains lose their context markers; kernel frames only on request") {
+  const std::array<std::uint64_t, 7> chain{static_cast<std::uint64_t>(PERF_CONTEXT_KERNEL), 0xffffffff81000000,
+                                           static_cast<std::uint64_t>(PERF_CONTEXT_USER), 0x401000, 0x402000,
+                                           0x403000, 0x404000};
+  std::array<std::uint64_t, 8> out{};
+  REQUIRE(copy_kernel_callchain(chain, out) == 4);
+  CHECK(out[0] == 0x401000);
+  CHECK(out[3] == 0x404000);
+  REQUIRE(copy_kernel_callchain(chain, out, true) == 5);
+  CHECK(out[0] == 0xffffffff81000000);
+  std::array<std::uint64_t, 2> small{};
+  CHECK(copy_kernel_callchain(chain, small) == 2);
+}
+
+TEST_CASE("stack bounds and the code map describe this process") {
+  int local = 0;
+  StackBounds stack = StackBounds::of_this_thread();
+  CHECK(stack.contains(reinterpret_cast<std::uintptr_t>(&local), sizeof local));
+  CHECK_FALSE(stack.contains(reinterpret_cast<std::uintptr_t>(&g_not_on_stack), 1));
+  const CodeMap* map = CodeMap::refresh();
+  REQUIRE(map != nullptr);
+  CHECK(map == CodeMap::current());
+  CHECK(map == CodeMap::refresh());  // nothing loaded since: the same snapshot
+  CHECK(map->contains(reinterpret_cast<std::uint64_t>(&CodeMap::refresh)));
+  CHECK_FALSE(map->contains(reinterpret_cast<std::uint64_t>(&local)));
+  CHECK_FALSE(map->is_return_address(reinterpret_cast<std::uint64_t>(&local)));
+}
+
+// ---- real contexts: outer → middle → inner, which signals itself ----
+
+namespace {
+
+struct Captured {
+  std::array<std::uint64_t, 64> fp{}, fast{}, cursor{};
+  std::size_t fp_n = 0, fast_n = 0, cursor_n = 0;
+  StackBounds stack;
+  const CodeMap* code = nullptr;
+};
+Captured g_captured;
+
+void capture(int, siginfo_t*, void* context) {
+  const auto& uc = *static_cast<const ucontext_t*>(context);
+  RegisterState regs = RegisterState::from(uc);
+  g_captured.fp_n = unwind_frame_pointer(regs, g_captured.stack, g_captured.fp, g_captured.code);
+  g_captured.fast_n = unwind_libunwind(regs, g_captured.fast);
+  g_captured.cursor_n = unwind_libunwind_cursor(uc, g_captured.cursor);
+}
+
+}  // namespace
+
+extern "C" [[gnu::noipa, gnu::section("text_unwind_inner")]] std::uint64_t unwind_inner(std::uint64_t n) {
+  pthread_kill(pthread_self(), SIGUSR2);
+  return n + 1;
+}
+extern "C" char __start_text_unwind_inner[], __stop_text_unwind_inner[];
+SELFPERF_TEST_CALLER(unwind_middle, unwind_inner)
+SELFPERF_TEST_CALLER(unwind_outer, unwind_middle)
+
+namespace {
+
+bool has(std::span<const std::uint64_t> frames, const CodeRange& r) {
+  for (std::uint64_t f : frames)
+    if (r.contains(f)) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("every unwinder finds the callers above a signal's interrupted context") {
+  struct sigaction sa {}, old{};
+  sa.sa_sigaction = capture;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(sigaction(SIGUSR2, &sa, &old) == 0);
+  g_captured.stack = StackBounds::of_this_thread();
+  g_captured.code = CodeMap::refresh();
+  prepare_libunwind_this_thread();
+  unwind_outer(1);
+  sigaction(SIGUSR2, &old, nullptr);
+  const CodeRange inner{"inner", reinterpret_cast<std::uintptr_t>(__start_text_unwind_inner),
+                        reinterpret_cast<std::uintptr_t>(__stop_text_unwind_inner)};
+  auto fp = std::span<const std::uint64_t>(g_captured.fp).first(g_captured.fp_n);
+  auto fast = std::span<const std::uint64_t>(g_captured.fast).first(g_captured.fast_n);
+  auto cursor = std::span<const std::uint64_t>(g_captured.cursor).first(g_captured.cursor_n);
+  for (auto [name, frames] : {std::pair{"frame_pointer", fp}, {"libunwind", fast}, {"cursor", cursor}}) {
+    INFO(name << ": " << frames.size() << " frames");
+    // The signal interrupts glibc's pthread_kill, built without frame pointers: the rbp chain resumes at
+    // inner's frame, whose return address is middle. CFI unwinding sees inner itself.
+    if (std::string_view(name) != "frame_pointer") CHECK(has(frames, inner));
+    CHECK(has(frames, unwind_middle_range()));
+    CHECK(has(frames, unwind_outer_range()));
+  }
+  // The fast path and the cursor loop agree frame for frame on the part they both see.
+  REQUIRE(fast.size() >= 4);
+  REQUIRE(cursor.size() >= 4);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(fast[i] == cursor[i]);
+}
