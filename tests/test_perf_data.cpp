@@ -5,7 +5,10 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <thread>
 #include <cstring>
 
 #include "perf_data_test_util.hpp"
@@ -237,7 +240,23 @@ TEST_CASE("writer synthesizes COMM and MMAP2 for this process before the first s
     s.tid = ::getpid();
     s.frames = {&frame, 1};
     w.write_sample(s);
+    std::thread([&] {
+      ::pthread_setname_np(::pthread_self(), "sp-worker");
+      Sample t = s;
+      t.tid = ::gettid();
+      w.write_sample(t);
+      w.write_sample(t);  // named once
+    }).join();
     w.close();
+  }
+  {
+    PerfDataReader r(path);
+    PerfRecord rec;
+    std::vector<std::string> names;
+    while (r.next_record(rec))
+      if (rec.type == PERF_RECORD_COMM) names.push_back(r.decode_comm(rec).comm);
+    CHECK(names.size() == 2);
+    CHECK(names.back() == "sp-worker");
   }
   PerfDataReader r(path);
   PerfRecord rec;
@@ -259,6 +278,10 @@ TEST_CASE("writer synthesizes COMM and MMAP2 for this process before the first s
   }
   CHECK(mmaps >= 2);  // the executable and libc at least
   CHECK(covered);
+  CHECK(rec.type == PERF_RECORD_SAMPLE);
+  REQUIRE(r.next_record(rec));
+  CHECK(rec.type == PERF_RECORD_COMM);  // the worker thread, named before its first sample
+  REQUIRE(r.next_record(rec));
   CHECK(rec.type == PERF_RECORD_SAMPLE);
   auto cmdline = r.cmdline();  // this process's argv
   REQUIRE(!cmdline.empty());

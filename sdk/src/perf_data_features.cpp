@@ -79,6 +79,13 @@ std::string self_comm() {
   return comm;
 }
 
+std::string thread_comm(int tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string comm;
+  if (!std::getline(in, comm) || comm.empty()) return self_comm();
+  return comm;
+}
+
 std::vector<std::string> self_cmdline() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> args;

@@ -25,6 +25,8 @@ struct FeatureInputs {
 std::vector<FeatureSection> build_features(const FeatureInputs& in);
 
 std::string self_comm();
+// The name of thread `tid` of this process; the process's name when the thread is gone.
+std::string thread_comm(int tid);
 std::vector<std::string> self_cmdline();
 
 // perf_header_string: u32 length (padded to 64, NUL included), then the zero-padded text.

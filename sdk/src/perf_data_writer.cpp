@@ -144,7 +144,12 @@ void PerfDataWriter::write_sample(const Sample& sample, std::size_t event_index)
   if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
   if (event_index >= events_.size())
     throw Error("perf.data writer: event index " + std::to_string(event_index) + " out of range");
-  if (options_.synthesize_process && !process_synthesized_) synthesize_self_mmaps();
+  if (options_.synthesize_process) {
+    if (!process_synthesized_) synthesize_self_mmaps();
+    // Threads of this process get their COMM the first time they are seen, so perf names them.
+    if (sample.pid == ::getpid() && sample.tid != sample.pid && named_threads_.insert(sample.tid).second)
+      write_comm(sample.pid, sample.tid, detail::thread_comm(sample.tid));
+  }
   const auto& ev = events_[event_index];
   const std::uint64_t type = ev.attr.sample_type;
   const std::uint64_t id =

@@ -97,6 +97,7 @@ class PerfDataWriter {
   std::uint64_t last_time_ = 0;
   std::set<std::string> mapped_files_;
   std::set<std::uint64_t> mapped_starts_;
+  std::set<std::int32_t> named_threads_;
   bool process_synthesized_ = false;
 };
 
