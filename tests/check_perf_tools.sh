@@ -22,9 +22,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # --- shares: perf report --no-children (self overhead per symbol) -----------------------------------
 perf report -i "$data" --stdio --no-children --sort symbol -g none > report.txt 2> report.err
-check_share() {  # name expected%
+check_share() {  # name expected% [report]
   local got
-  got=$(awk -v fn="$1" '$0 ~ fn"$" || $0 ~ fn" " { gsub("%", "", $1); print $1; exit }' report.txt)
+  got=$(awk -v fn="$1" '$0 ~ fn"$" || $0 ~ fn" " { gsub("%", "", $1); print $1; exit }' "${3:-report.txt}")
   [[ -n $got ]] || fail "perf report does not list $1"
   awk -v g="$got" -v e="$2" 'BEGIN { d = g - e; if (d < 0) d = -d; exit !(d <= 3) }' ||
     fail "perf report gives $1 $got%, expected $2% ± 3"
@@ -34,6 +34,19 @@ check_share burn_alpha 50
 check_share burn_beta 30
 check_share burn_gamma 20
 if grep -qi "warning\|error" report.err; then cat report.err; fail "perf report complained"; fi
+
+# --- the same workload sampled for real by selfperf's Sampler (cpu-clock, 1 kHz, CPU-time shares) -----
+if [[ -x $build/samples/profile_three_functions ]]; then
+  "$build/samples/profile_three_functions" "$tmp/sampled.data" 2000 > sampled.out
+  perf report -i "$tmp/sampled.data" --stdio --no-children --sort symbol -g none > sampled.txt 2> sampled.err
+  check_share burn_alpha 50 sampled.txt
+  check_share burn_beta 30 sampled.txt
+  check_share burn_gamma 20 sampled.txt
+  if grep -qi "warning\|error" sampled.err; then cat sampled.err; fail "perf report complained about the sampled file"; fi
+  [[ -s $tmp/sampled.data.folded && -s $tmp/sampled.data.svg ]] || fail "profiler wrote no .folded/.svg"
+else
+  echo "note: profile_three_functions not built; sampled part skipped"
+fi
 
 # --- call graph: burn_* are reached through run_workload ------------------------------------------
 perf report -i "$data" --stdio --no-children -g caller --sort symbol > callgraph.txt 2>/dev/null
