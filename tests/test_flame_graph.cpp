@@ -127,8 +127,8 @@ TEST_CASE("SVG frames are proportional, titled with counts and percentages") {
 TEST_CASE("SVG truncates long names to their frame and escapes them") {
   StackCounts s;
   const std::string long_name = "std::vector<int>::operator[](unsigned long) const & " + std::string(300, 'x');
-  s.add(std::vector<std::string>{"main", long_name}, 1);
-  s.add(std::vector<std::string>{"main", "wide"}, 99);
+  s.add(std::vector<std::string>{"main", long_name}, 30);  // ~350 px: room for ~50 characters
+  s.add(std::vector<std::string>{"main", "wide"}, 70);
   std::ostringstream out;
   write_flame_graph_svg(s, out);
   const auto svg = out.str();
@@ -138,6 +138,11 @@ TEST_CASE("SVG truncates long names to their frame and escapes them") {
   const auto labels = frame_labels(svg);
   CHECK(labels.size() == 4);  // all, main, wide, the long name (truncated)
   for (const auto& label : labels) CHECK(label.size() < 1200 / (12 * 0.59));
+  bool truncated = false;
+  for (const auto& label : labels)
+    truncated = truncated || (label.rfind("std::vector&lt;int&gt;", 0) == 0 && label.size() > 2 &&
+                              label.compare(label.size() - 2, 2, "..") == 0);
+  CHECK(truncated);
 }
 
 TEST_CASE("SVG of an empty profile says so") {
