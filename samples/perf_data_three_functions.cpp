@@ -6,7 +6,6 @@
 //
 //   perf_data_three_functions OUT.data [rounds]
 // writes OUT.data, OUT.data.folded and OUT.data.svg and prints the top functions.
-#include <execinfo.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "selfperf/flame_graph.hpp"
 #include "selfperf/perf_data_writer.hpp"
 #include "selfperf/symbolizer.hpp"
+#include "selfperf/unwind.hpp"
 
 namespace {
 
@@ -30,14 +30,18 @@ struct Recorder {
   selfperf::PerfDataWriter& writer;
   selfperf::Symbolizer& symbolizer;
   selfperf::StackCounts& stacks;
+  selfperf::StackBounds stack;
 
   [[gnu::noinline]] void capture() {
-    void* raw[128];
-    int n = ::backtrace(raw, 128);
-    // raw[0] is inside capture() itself; the profile starts at its caller, as if interrupted there.
+    // The stack as a sample interrupting our caller would see it: IP in the caller, then its callers by the
+    // frame-pointer chain (never read outside this thread's stack).
+    auto* frame = static_cast<std::uint64_t*>(__builtin_frame_address(0));
+    selfperf::RegisterState regs;
+    regs.ip = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0));
+    regs.fp = frame[0];
+    regs.sp = reinterpret_cast<std::uintptr_t>(frame + 2);
     std::uint64_t frames[128];
-    int nframes = 0;
-    for (int i = 1; i < n; ++i) frames[nframes++] = reinterpret_cast<std::uintptr_t>(raw[i]);
+    const std::size_t nframes = selfperf::unwind_frame_pointer(regs, stack, frames);
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
     selfperf::Sample s;
@@ -47,7 +51,7 @@ struct Recorder {
     s.period = kPeriodNs;
     int cpu = ::sched_getcpu();
     s.cpu = cpu < 0 ? 0 : static_cast<std::uint32_t>(cpu);
-    s.frames = {frames, static_cast<std::size_t>(nframes)};
+    s.frames = {frames, nframes};
     writer.write_sample(s);
     stacks.add_leaf_first(symbolizer.stack_names(s.frames));
   }
@@ -116,7 +120,7 @@ int main(int argc, char** argv) {
     selfperf::PerfDataWriter writer(out, {ev});
     selfperf::Symbolizer symbolizer;
     selfperf::StackCounts stacks;
-    Recorder recorder{writer, symbolizer, stacks};
+    Recorder recorder{writer, symbolizer, stacks, selfperf::StackBounds::of_this_thread()};
     run_workload(recorder, rounds);
     writer.close();
 

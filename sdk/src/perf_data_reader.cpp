@@ -149,7 +149,7 @@ void PerfDataReader::load() {
     ids_total += ids_size;
     auto ids = read_bytes(ids_offset, ids_size, "event ids");
     ev.ids.resize(ids.size() / sizeof(std::uint64_t));
-    std::memcpy(ev.ids.data(), ids.data(), ev.ids.size() * sizeof(std::uint64_t));
+    if (!ev.ids.empty()) std::memcpy(ev.ids.data(), ids.data(), ev.ids.size() * sizeof(std::uint64_t));
     ev.name = "event " + std::to_string(i);
     events_.push_back(std::move(ev));
   }
