@@ -1,8 +1,9 @@
 // Writes a perf.data profile of three functions with known shares (50/30/20 %), for checking that perf report,
 // perf script and flame graph tools read selfperf's files.
 //
-// Until the sampler drives it, the "samples" are real stacks captured inside the functions, in proportion
-// to their shares: what matters here is that the file carries them the way perf expects.
+// The deterministic counterpart of profile_three_functions (which runs the real Sampler): the "samples" are
+// real stacks captured inside the functions in exact proportion to their shares, so what is checked is only
+// that the file carries them the way perf expects.
 //
 //   perf_data_three_functions OUT.data [rounds]
 // writes OUT.data, OUT.data.folded and OUT.data.svg and prints the top functions.
