@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,35 +20,35 @@
 namespace {
 
 bool manual = false;
-volatile std::uint64_t sink;
+std::atomic<std::uint64_t> sink{0};  // shared by the threads: keeps the loops from being optimized away
 
 void spin_for(std::chrono::milliseconds cpu) {
   // CPU time, not wall time: the sampler's cpu-clock event counts only while the thread runs.
   timespec start{}, now{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
-  std::uint64_t x = sink;
+  std::uint64_t x = sink.load(std::memory_order_relaxed);
   do {
     for (int i = 0; i < 10000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < cpu.count());
-  sink = x;
+  sink.store(x, std::memory_order_relaxed);
 }
 
 [[gnu::noinline, gnu::noipa]] void thread_burn_one(int ms) {
   spin_for(std::chrono::milliseconds(ms));
-  sink = sink + 1;  // not a tail call: the function stays on the stack
+  sink.fetch_add(1, std::memory_order_relaxed);  // not a tail call: the function stays on the stack
 }
 [[gnu::noinline, gnu::noipa]] void thread_burn_two(int ms) {
   spin_for(std::chrono::milliseconds(ms + 1));
-  sink = sink + 1;  // not a tail call: the function stays on the stack
+  sink.fetch_add(1, std::memory_order_relaxed);  // not a tail call: the function stays on the stack
 }
 [[gnu::noinline, gnu::noipa]] void main_burn(int ms) {
   spin_for(std::chrono::milliseconds(ms + 2));
-  sink = sink + 1;  // not a tail call: the function stays on the stack
+  sink.fetch_add(1, std::memory_order_relaxed);  // not a tail call: the function stays on the stack
 }
 [[gnu::noinline, gnu::noipa]] void child_burn(int ms) {
   spin_for(std::chrono::milliseconds(ms + 3));
-  sink = sink + 1;  // not a tail call: the function stays on the stack
+  sink.fetch_add(1, std::memory_order_relaxed);  // not a tail call: the function stays on the stack
 }
 
 template <class Fn>
