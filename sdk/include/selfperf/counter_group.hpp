@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "selfperf/event.hpp"
 
 namespace selfperf {
+
+namespace detail {
+struct CounterGroupTestAccess;
+}
 
 // A group is read into fixed storage so that a read never allocates.
 inline constexpr std::size_t kMaxGroupMembers = 16;
@@ -57,6 +62,10 @@ struct GroupOptions {
   // Read the whole group with one read(2) even where the rdpmc fast path is possible: the kernel then
   // reads every member in one go with the PMU stopped.
   bool consistent = false;
+  // Measure the cost of an empty region at creation (per event: the minimum over many back-to-back read
+  // pairs) and subtract it from every Scope's delta, so regions of a few thousand instructions give
+  // trustworthy deltas. Off by default: subtraction changes what a region reports. See overhead().
+  bool subtract_overhead = false;
 };
 
 class CounterGroup {
@@ -89,11 +98,17 @@ class CounterGroup {
   // Human-readable notes about how the group was opened (user-only narrowing, events that read 0 so).
   const std::vector<std::string>& notes() const noexcept;
 
+  // Per member, the calibrated cost of an empty region (scaled counts) that Scope subtracts; empty unless
+  // GroupOptions::subtract_overhead was set.
+  std::span<const double> overhead() const noexcept;
+
   pid_t owner_tid() const noexcept;
   int leader_fd() const noexcept;
   int fd(std::size_t i) const;
 
  private:
+  friend struct detail::CounterGroupTestAccess;
+  void calibrate();
   struct State;
   State* state_;
 };

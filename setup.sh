@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# selfperf set-up: installs what is missing (Debian 12, as root), builds, and runs the demo or the tests.
+#   ./setup.sh demo    install, build, run the main demo
+#   ./setup.sh test    install, build plain + ASan/UBSan + TSan with -Werror, run every test (also as nobody)
+#   ./setup.sh bench   install, build, run the benchmarks (ratios printed)
+set -euo pipefail
+cd "$(dirname "$0")"
+mode=${1:-demo}
+jobs=$(nproc)
+
+packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev libunwind-dev libdw-dev libelf-dev
+          linux-perf util-linux python3)
+[ "$mode" = test ] && packages+=(chromium)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {  # build <dir> [cmake args…]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DSELFPERF_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs"
+}
+
+install_missing
+case "$mode" in
+  demo)
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF
+    for program in capabilities hot_loop profile_me; do
+      [ -x build/samples/$program ] || continue
+      echo; echo "== build/samples/$program"
+      (cd build && ./samples/$program)
+    done
+    ;;
+  test)
+    build build-asan -DCMAKE_BUILD_TYPE=Debug -DSELFPERF_SANITIZE=address,undefined -DSELFPERF_BUILD_BENCH=OFF
+    (cd build-asan && ctest -j"$jobs" --output-on-failure)
+    build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSELFPERF_SANITIZE=thread -DSELFPERF_BUILD_BENCH=OFF
+    (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j"$jobs" --output-on-failure)
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    # Most users are not root: the whole suite again as nobody (perf_event_paranoid applies to them).
+    mkdir -p build/Testing/Temporary && chmod -R a+rwX build/Testing
+    (cd build && setpriv --reuid=65534 --regid=65534 --clear-groups ctest -j"$jobs" --output-on-failure)
+    # Hardware-only tests: show what they said (on a VM: "skipped: no hardware PMU").
+    (cd build && ctest -L hardware -V 2>&1 | grep -E "^[0-9]+: (skipped|\[doctest\] test cases)" || true)
+    (cd build && ctest -j"$jobs" --output-on-failure)
+    ;;
+  bench)
+    build build -DCMAKE_BUILD_TYPE=Release
+    for b in build/bench/bench_*; do echo "== $b"; "$b"; done
+    ;;
+  *) echo "usage: $0 demo|test|bench" >&2; exit 2 ;;
+esac

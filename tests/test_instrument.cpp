@@ -1,0 +1,128 @@
+#include <doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "selfperf/selfperf.hpp"
+
+// This file replaces the global operator new/delete with malloc/free. GCC 12 cannot see that the pair is
+// matched once inlined into std::string and warns; the replacement is the standard-sanctioned one.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+// Counts this thread's allocations, to show that a warm SELFPERF_SCOPE allocates nothing.
+namespace {
+thread_local std::size_t allocations = 0;
+}
+void* operator new(std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+void touch_fresh_pages(std::size_t pages) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  madvise(mem, pages * page, MADV_NOHUGEPAGE);
+  for (std::size_t i = 0; i < pages; ++i) static_cast<volatile char*>(mem)[i * page] = 1;
+  munmap(mem, pages * page);
+}
+
+void faulting_leaf() {
+  SELFPERF_SCOPE("leaf");
+  touch_fresh_pages(8);
+}
+
+void parent_work() {
+  SELFPERF_SCOPE("parent");
+  faulting_leaf();
+  faulting_leaf();
+}
+
+void empty_scope() { SELFPERF_SCOPE("empty"); }
+
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// The test binary decides the event set once, before any scope: deterministic across machines.
+struct UseUserEvents {
+  UseUserEvents() { selfperf::set_default_events({"task-clock:u", "page-faults:u"}); }
+} use_user_events;
+
+}  // namespace
+
+TEST_CASE("an unknown event in the default set is refused with the event named") {
+  CHECK_THROWS_WITH_AS(selfperf::set_default_events({"task-clock", "cylces"}), doctest::Contains("cylces"),
+                       selfperf::Error);
+  CHECK(selfperf::default_events() == std::vector<std::string>{"task-clock:u", "page-faults:u"});
+  CHECK(contains(selfperf::default_events_reason(), "set_default_events"));
+}
+
+TEST_CASE("SELFPERF_SCOPE counts calls and nests, and the report shows both") {
+  selfperf::reset_regions();
+  for (int i = 0; i < 5; ++i) parent_work();
+  const std::string json = selfperf::report_json();
+  CHECK(contains(json, R"({"name":"parent","depth":0,"parent":null,"calls":5,)"));
+  CHECK(contains(json, R"({"name":"leaf","depth":1,"parent":"parent","calls":10,)"));
+  std::ostringstream table;
+  selfperf::report(table);
+  CHECK(contains(table.str(), "task-clock:u page-faults:u (set by set_default_events())"));
+  CHECK(contains(table.str(), "\n  leaf"));
+  const std::string csv = selfperf::report_csv();
+  CHECK(contains(csv, "region,depth,calls,not_counted,event,total,mean,min,max\n"));
+  CHECK(contains(csv, "\"leaf\",1,10,0,\"page-faults:u\","));
+}
+
+TEST_CASE("regions count what their block did") {
+  selfperf::reset_regions();
+  parent_work();
+  // 2 leaves x 8 fresh pages each: at least 16 faults in leaf, and the parent includes them.
+  const std::string csv = selfperf::report_csv();
+  auto total_of = [&](const std::string& region) {
+    auto line = csv.find("\"" + region + "\",");
+    REQUIRE(line != std::string::npos);
+    auto faults = csv.find("\"page-faults:u\",", line);
+    return std::strtod(csv.c_str() + faults + std::string("\"page-faults:u\",").size(), nullptr);
+  };
+  CHECK(total_of("leaf") >= 16);
+  CHECK(total_of("parent") >= total_of("leaf"));
+}
+
+TEST_CASE("threads get their own groups and are merged at report time") {
+  selfperf::reset_regions();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([] {
+      for (int i = 0; i < 3; ++i) parent_work();
+    });
+  for (auto& t : threads) t.join();
+  const std::string json = selfperf::report_json();
+  CHECK(contains(json, R"("name":"parent","depth":0,"parent":null,"calls":12,)"));
+  CHECK(contains(json, R"("name":"leaf","depth":1,"parent":"parent","calls":24,)"));
+}
+
+TEST_CASE("a warm scope allocates nothing") {
+  empty_scope();  // first entry on this thread: the region is created
+  const std::size_t before = allocations;
+  for (int i = 0; i < 1000; ++i) empty_scope();
+  CHECK(allocations == before);
+}
+
+TEST_CASE("scope() by name is the same region as SELFPERF_SCOPE with that name") {
+  selfperf::reset_regions();
+  { auto s = selfperf::scope("leaf"); }
+  faulting_leaf();
+  CHECK(contains(selfperf::report_json(), R"("name":"leaf")"));
+  CHECK(contains(selfperf::report_json(), R"("calls":2,)"));
+}
