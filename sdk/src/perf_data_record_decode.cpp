@@ -158,11 +158,11 @@ SampleIdTrailer PerfDataReader::decode_sample_id(const PerfRecord& record) const
   return out;
 }
 
-CommRecord PerfDataReader::decode_comm(const PerfRecord& record) const {
+PerfCommRecord PerfDataReader::decode_comm(const PerfRecord& record) const {
   if (record.type != PERF_RECORD_COMM) throw Error("perf.data reader: decode_comm on a non-COMM record");
   detail::ByteCursor c(record.bytes, record.offset, name_, "COMM record");
   c.skip(sizeof(perf_event_header));
-  CommRecord out;
+  PerfCommRecord out;
   out.pid = c.u32();
   out.tid = c.u32();
   out.comm = c.string_in(c.remaining());
@@ -206,10 +206,10 @@ std::vector<std::uint8_t> PerfDataReader::decode_mmap2_build_id(const PerfRecord
   return {id.begin(), id.begin() + std::min<std::size_t>(size, 20)};
 }
 
-LostRecord PerfDataReader::decode_lost(const PerfRecord& record) const {
+PerfLostRecord PerfDataReader::decode_lost(const PerfRecord& record) const {
   detail::ByteCursor c(record.bytes, record.offset, name_, "LOST record");
   c.skip(sizeof(perf_event_header));
-  LostRecord out;
+  PerfLostRecord out;
   if (record.type == PERF_RECORD_LOST) {
     out.id = c.u64();
     out.lost = c.u64();

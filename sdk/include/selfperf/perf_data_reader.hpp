@@ -62,13 +62,13 @@ struct SampleIdTrailer {
   std::uint64_t identifier = 0;
 };
 
-struct CommRecord {
+struct PerfCommRecord {
   std::uint32_t pid = 0;
   std::uint32_t tid = 0;
   std::string comm;
 };
 
-struct LostRecord {
+struct PerfLostRecord {
   std::uint64_t id = 0;
   std::uint64_t lost = 0;
 };
@@ -132,10 +132,10 @@ class PerfDataReader {
 
   DecodedSample decode_sample(const PerfRecord& record) const;
   SampleIdTrailer decode_sample_id(const PerfRecord& record) const;
-  CommRecord decode_comm(const PerfRecord& record) const;
+  PerfCommRecord decode_comm(const PerfRecord& record) const;
   Mmap2Info decode_mmap(const PerfRecord& record) const;  // MMAP or MMAP2
   std::vector<std::uint8_t> decode_mmap2_build_id(const PerfRecord& record) const;  // MISC_MMAP_BUILD_ID only
-  LostRecord decode_lost(const PerfRecord& record) const;
+  PerfLostRecord decode_lost(const PerfRecord& record) const;
 
  private:
   void load();
