@@ -192,7 +192,9 @@ void SamplerCore::attach_this_thread() {
 void SamplerCore::detach(ThreadState& s) {
   if (s.detached) return;
   s.detached = true;
-  ioctl(s.fd, PERF_EVENT_IOC_DISABLE, 0);
+  // A forked child shares the parent's open event (same file description): disabling it there would stop
+  // the parent's sampling when the child exits. The child only drops its copy of the descriptor.
+  if (getpid() == pid_) ioctl(s.fd, PERF_EVENT_IOC_DISABLE, 0);
   unpublish_event(s.fd, &s);  // after this no handler touches s
   if (s.ring) {
     s.lost_kernel.store(s.ring->stats().total_lost(), std::memory_order_relaxed);

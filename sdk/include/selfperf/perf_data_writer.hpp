@@ -1,0 +1,104 @@
+#pragma once
+// PerfDataWriter: streams samples into a perf.data file (PERFILE2) that perf report / perf script read.
+//
+// Layout: header | ids | attrs | data (records, written as they arrive through a bounded buffer) |
+// feature section table | features. The header and features are finalized by close().
+#include <cstdint>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "selfperf/perf_data.hpp"
+#include "selfperf/sample.hpp"
+
+namespace selfperf {
+
+struct PerfDataWriterOptions {
+  // HEADER_CMDLINE; empty: this process's /proc/self/cmdline.
+  std::vector<std::string> cmdline;
+  // Write COMM and MMAP2 records for this process (from /proc/self/maps) before the first sample, so perf
+  // can resolve its addresses. Turn off to write records for another process with write_comm/write_mmap2.
+  bool synthesize_process = true;
+  // Bytes of records held before a write(2); memory use does not grow with the number of samples.
+  std::size_t buffer_bytes = 64 * 1024;
+};
+
+// One executable mapping as an MMAP2 record describes it.
+struct Mmap2Info {
+  std::int32_t pid = 0;
+  std::int32_t tid = 0;
+  std::uint64_t start = 0;
+  std::uint64_t len = 0;
+  std::uint64_t pgoff = 0;
+  std::uint32_t maj = 0;
+  std::uint32_t min = 0;
+  std::uint64_t ino = 0;
+  std::uint64_t ino_generation = 0;
+  std::uint32_t prot = 0;
+  std::uint32_t flags = 0;
+  std::string filename;
+};
+
+// The executable mappings of this process, from /proc/self/maps.
+std::vector<Mmap2Info> read_self_executable_maps();
+
+class PerfDataWriter {
+ public:
+  // Creates (truncates) `path` and writes the attrs. Every event's attr is written with size 128
+  // (PERF_ATTR_SIZE_VER7, the largest perf 6.1 accepts), sample_id_all set, and the sample_type this writer
+  // encodes: IDENTIFIER|IP|TID|TIME|CPU|PERIOD|CALLCHAIN, plus ADDR/DATA_SRC/WEIGHT when the event's attr asked
+  // for them (memory sampling). Events without ids get made-up ones so every sample can name its event.
+  PerfDataWriter(const std::filesystem::path& path, std::vector<EventDescription> events,
+                 PerfDataWriterOptions options = {});
+  ~PerfDataWriter();  // closes if close() was not called; errors there are lost, so call close()
+  PerfDataWriter(const PerfDataWriter&) = delete;
+  PerfDataWriter& operator=(const PerfDataWriter&) = delete;
+
+  // The event is the one whose ids contain sample.id; with a single event, that event.
+  void write_sample(const Sample& sample);
+  void write_sample(const Sample& sample, std::size_t event_index);
+  // PERF_RECORD_LOST: `lost` samples of event `event_index` that never reached the writer.
+  void write_lost(std::uint64_t lost, std::size_t event_index = 0);
+  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm);
+  void write_mmap2(const Mmap2Info& map);
+  // MMAP2 records for executable mappings of this process not written yet (after dlopen, say).
+  void synthesize_self_mmaps();
+  // No record written after this one is older than any written before the previous round: call it after a
+  // complete drain of all ring buffers (perf record's rule), so perf may sort in bounded windows.
+  void write_finished_round();
+
+  // Flushes the records, writes the features and the final header. Throws on I/O errors.
+  void close();
+
+  const std::vector<EventDescription>& events() const noexcept { return events_; }
+  std::uint64_t samples_written() const noexcept { return samples_; }
+  std::uint64_t lost_written() const noexcept { return lost_; }
+
+ private:
+  std::size_t event_for(const Sample& sample) const;
+  void append(const void* bytes, std::size_t size);
+  void append_sample_id(std::int32_t pid, std::int32_t tid, std::uint64_t time, std::uint32_t cpu);
+  void flush();
+  void write_at(std::uint64_t offset, const void* bytes, std::size_t size);
+  void write_features();
+
+  std::filesystem::path path_;
+  std::vector<EventDescription> events_;
+  PerfDataWriterOptions options_;
+  int fd_ = -1;
+  std::vector<std::uint8_t> buffer_;
+  std::vector<std::uint8_t> scratch_;
+  std::uint64_t data_offset_ = 0;
+  std::uint64_t data_size_ = 0;
+  std::uint64_t samples_ = 0;
+  std::uint64_t lost_ = 0;
+  std::uint64_t first_time_ = 0;
+  std::uint64_t last_time_ = 0;
+  std::set<std::string> mapped_files_;
+  std::set<std::uint64_t> mapped_starts_;
+  std::set<std::int32_t> named_threads_;
+  bool process_synthesized_ = false;
+};
+
+}  // namespace selfperf

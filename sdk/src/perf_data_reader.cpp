@@ -1,0 +1,327 @@
+// PerfDataReader: header, attrs, feature table and the record stream, every offset checked against the file.
+#include "selfperf/perf_data_reader.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "byte_cursor.hpp"
+#include "perf_data_layout.hpp"
+#include "selfperf/error.hpp"
+
+namespace selfperf {
+namespace {
+
+// No perf attr is near this large; a bigger entry size is corruption, not a future ABI.
+constexpr std::uint64_t kMaxAttrEntry = 4096;
+
+}  // namespace
+
+PerfDataReader::PerfDataReader(const std::filesystem::path& path) : name_(path.string()) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    int err = errno;
+    throw Error("perf.data reader: cannot open " + name_ + " (" + std::strerror(err) + ")", err);
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error("perf.data reader: " + name_ + " is not a regular file");
+  }
+  file_size_ = static_cast<std::uint64_t>(st.st_size);
+  try {
+    load();
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+PerfDataReader::PerfDataReader(std::vector<std::uint8_t> bytes, std::string name)
+    : name_(std::move(name)), memory_(std::move(bytes)), in_memory_(true) {
+  file_size_ = memory_.size();
+  load();
+}
+
+PerfDataReader::~PerfDataReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+PerfDataReader::PerfDataReader(PerfDataReader&& other) noexcept
+    : name_(std::move(other.name_)),
+      fd_(std::exchange(other.fd_, -1)),
+      memory_(std::move(other.memory_)),
+      in_memory_(other.in_memory_),
+      file_size_(other.file_size_),
+      attr_size_(other.attr_size_),
+      data_offset_(other.data_offset_),
+      data_size_(other.data_size_),
+      events_(std::move(other.events_)),
+      attr_sizes_(std::move(other.attr_sizes_)),
+      features_(std::move(other.features_)),
+      cursor_(other.cursor_),
+      record_(std::move(other.record_)) {}
+
+void PerfDataReader::read_at(std::uint64_t offset, std::uint64_t size, std::uint8_t* out, const char* what) const {
+  if (offset > file_size_ || size > file_size_ - offset)
+    throw Error("perf.data reader: " + name_ + ": " + what + " at file offset " + std::to_string(offset) + " (" +
+                std::to_string(size) + " bytes) runs past the end of the file (" + std::to_string(file_size_) +
+                " bytes); the file is truncated or corrupt");
+  if (size == 0) return;
+  if (in_memory_) {
+    std::memcpy(out, memory_.data() + offset, static_cast<std::size_t>(size));
+    return;
+  }
+  while (size > 0) {
+    ssize_t n = ::pread(fd_, out, static_cast<std::size_t>(size), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : 0;
+      throw Error("perf.data reader: " + name_ + ": reading " + what + " at file offset " + std::to_string(offset) +
+                      " failed" + (err ? std::string(" (") + std::strerror(err) + ")" : std::string(" (short file)")),
+                  err);
+    }
+    out += n;
+    offset += static_cast<std::uint64_t>(n);
+    size -= static_cast<std::uint64_t>(n);
+  }
+}
+
+std::vector<std::uint8_t> PerfDataReader::read_bytes(std::uint64_t offset, std::uint64_t size,
+                                                     const char* what) const {
+  if (offset > file_size_ || size > file_size_ - offset) read_at(offset, size, nullptr, what);  // throws
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
+  read_at(offset, size, out.data(), what);
+  return out;
+}
+
+void PerfDataReader::load() {
+  detail::FileHeader h;
+  read_at(0, sizeof h, reinterpret_cast<std::uint8_t*>(&h), "file header");
+  if (h.magic == detail::kPerfMagic2Swapped)
+    throw Error("perf.data reader: " + name_ + " was written on a machine of the other byte order; convert it "
+                "there (perf script / perf inject) or read it on such a machine");
+  if (h.magic != detail::kPerfMagic2)
+    throw Error("perf.data reader: " + name_ + " is not a perf.data file (no PERFILE2 magic at offset 0); pipe-mode "
+                "and version-1 files are not supported");
+  if (h.size < sizeof h)
+    throw Error("perf.data reader: " + name_ + ": header size " + std::to_string(h.size) +
+                " at file offset 8 is smaller than a PERFILE2 header (104)");
+  const std::uint64_t ids_section = sizeof(detail::FileSection);
+  if (h.attr_size < detail::kAttrSizeVer0 + ids_section || h.attr_size > kMaxAttrEntry)
+    throw Error("perf.data reader: " + name_ + ": attr entry size " + std::to_string(h.attr_size) +
+                " at file offset 16 is outside " + std::to_string(detail::kAttrSizeVer0 + ids_section) + ".." +
+                std::to_string(kMaxAttrEntry));
+  attr_size_ = h.attr_size;
+  if (h.data.offset > file_size_ || h.data.size > file_size_ - h.data.offset)
+    throw Error("perf.data reader: " + name_ + ": data section [" + std::to_string(h.data.offset) + ", +" +
+                std::to_string(h.data.size) + ") (header, file offset 40) runs past the end of the file (" +
+                std::to_string(file_size_) + " bytes); the file is truncated (was perf record interrupted?)");
+  data_offset_ = h.data.offset;
+  data_size_ = h.data.size;
+  cursor_ = data_offset_;
+
+  // Attrs: each entry is the attr (attr_size - 16 bytes here) followed by the file section of its ids.
+  auto attrs = read_bytes(h.attrs.offset, h.attrs.size, "attrs section");
+  const std::uint64_t n_attrs = h.attrs.size / h.attr_size;
+  const std::uint64_t attr_bytes = h.attr_size - ids_section;
+  detail::ByteCursor cur(attrs, h.attrs.offset, name_, "attrs section");
+  std::uint64_t ids_total = 0;
+  for (std::uint64_t i = 0; i < n_attrs; ++i) {
+    auto raw = cur.take(attr_bytes);
+    EventDescription ev;
+    std::memcpy(&ev.attr, raw.data(), std::min<std::size_t>(raw.size(), sizeof ev.attr));
+    attr_sizes_.push_back(ev.attr.size);
+    auto ids_offset = cur.u64();
+    auto ids_size = cur.u64();
+    // Honest files store each event's ids once: more ids than file bytes is corruption, not a reason to allocate.
+    if (ids_size > file_size_ - std::min(ids_total, file_size_))
+      throw Error("perf.data reader: " + name_ + ": ids of attr " + std::to_string(i) + " (entry at file offset " +
+                  std::to_string(cur.offset() - 16) + ") add up to more bytes than the file holds");
+    ids_total += ids_size;
+    auto ids = read_bytes(ids_offset, ids_size, "event ids");
+    ev.ids.resize(ids.size() / sizeof(std::uint64_t));
+    if (!ev.ids.empty()) std::memcpy(ev.ids.data(), ids.data(), ev.ids.size() * sizeof(std::uint64_t));
+    ev.name = "event " + std::to_string(i);
+    events_.push_back(std::move(ev));
+  }
+  if (events_.empty())
+    throw Error("perf.data reader: " + name_ + ": the attrs section (file offset " + std::to_string(h.attrs.offset) +
+                ") describes no event");
+
+  // Feature sections: one FileSection per set bit, in bit order, right after the data.
+  unsigned n_features = 0;
+  for (auto word : h.features) n_features += static_cast<unsigned>(std::popcount(word));
+  const std::uint64_t table_offset = data_offset_ + data_size_;
+  auto table = read_bytes(table_offset, std::uint64_t{n_features} * ids_section, "feature section table");
+  detail::ByteCursor tc(table, table_offset, name_, "feature section table");
+  for (unsigned bit = 0; bit < kPerfFeatureBits; ++bit) {
+    if (!(h.features[bit / 64] >> (bit % 64) & 1)) continue;
+    FeatureSectionInfo f{bit, tc.u64(), 0};
+    f.size = tc.u64();
+    if (f.offset > file_size_ || f.size > file_size_ - f.offset)
+      throw Error("perf.data reader: " + name_ + ": feature " + perf_feature_name(bit) + " section [" +
+                  std::to_string(f.offset) + ", +" + std::to_string(f.size) + ") (table entry at file offset " +
+                  std::to_string(tc.offset() - ids_section) + ") runs past the end of the file");
+    features_.push_back(f);
+  }
+  read_event_desc();
+}
+
+const FeatureSectionInfo* PerfDataReader::find_feature(PerfFeature f) const noexcept {
+  for (const auto& s : features_)
+    if (s.bit == static_cast<unsigned>(f)) return &s;
+  return nullptr;
+}
+
+bool PerfDataReader::has_feature(PerfFeature f) const noexcept { return find_feature(f) != nullptr; }
+
+std::vector<std::uint8_t> PerfDataReader::feature_bytes(PerfFeature f) const {
+  const auto* s = find_feature(f);
+  if (!s) return {};
+  return read_bytes(s->offset, s->size, "feature section");
+}
+
+void PerfDataReader::read_event_desc() {
+  const auto* s = find_feature(PerfFeature::event_desc);
+  if (!s) return;
+  auto bytes = read_bytes(s->offset, s->size, "EVENT_DESC");
+  detail::ByteCursor c(bytes, s->offset, name_, "EVENT_DESC feature");
+  auto nr = c.u32();
+  auto size = c.u32();
+  if (size < detail::kAttrSizeVer0) c.fail("attr size " + std::to_string(size) + " is below 64");
+  for (std::uint32_t i = 0; i < nr; ++i) {
+    c.skip(size);
+    auto nr_ids = c.u32();
+    auto name = c.header_string();
+    c.skip(std::uint64_t{nr_ids} * sizeof(std::uint64_t));
+    if (i < events_.size()) events_[i].name = name;
+  }
+}
+
+std::string PerfDataReader::feature_string(PerfFeature f) const {
+  const auto* s = find_feature(f);
+  if (!s) return {};
+  auto bytes = read_bytes(s->offset, s->size, "feature section");
+  detail::ByteCursor c(bytes, s->offset, name_, "string feature");
+  return c.header_string();
+}
+
+std::vector<std::string> PerfDataReader::cmdline() const {
+  const auto* s = find_feature(PerfFeature::cmdline);
+  if (!s) return {};
+  auto bytes = read_bytes(s->offset, s->size, "CMDLINE");
+  detail::ByteCursor c(bytes, s->offset, name_, "CMDLINE feature");
+  auto nr = c.u32();
+  std::vector<std::string> out;
+  // Each string takes at least its 4-byte length, so nr cannot ask for more than the section holds.
+  for (std::uint32_t i = 0; i < nr; ++i) {
+    if (c.remaining() < 4) c.fail("declares " + std::to_string(nr) + " strings but holds fewer");
+    out.push_back(c.header_string());
+  }
+  return out;
+}
+
+std::optional<NrCpus> PerfDataReader::nrcpus() const {
+  const auto* s = find_feature(PerfFeature::nrcpus);
+  if (!s) return std::nullopt;
+  auto bytes = read_bytes(s->offset, s->size, "NRCPUS");
+  detail::ByteCursor c(bytes, s->offset, name_, "NRCPUS feature");
+  NrCpus n;
+  n.available = c.u32();
+  n.online = c.u32();
+  return n;
+}
+
+std::optional<std::uint64_t> PerfDataReader::total_mem_kb() const {
+  const auto* s = find_feature(PerfFeature::total_mem);
+  if (!s) return std::nullopt;
+  auto bytes = read_bytes(s->offset, s->size, "TOTAL_MEM");
+  detail::ByteCursor c(bytes, s->offset, name_, "TOTAL_MEM feature");
+  return c.u64();
+}
+
+std::optional<std::pair<std::uint64_t, std::uint64_t>> PerfDataReader::sample_time() const {
+  const auto* s = find_feature(PerfFeature::sample_time);
+  if (!s) return std::nullopt;
+  auto bytes = read_bytes(s->offset, s->size, "SAMPLE_TIME");
+  detail::ByteCursor c(bytes, s->offset, name_, "SAMPLE_TIME feature");
+  auto first = c.u64();
+  return std::pair{first, c.u64()};
+}
+
+std::optional<std::uint64_t> PerfDataReader::clockid_resolution_ns() const {
+  const auto* s = find_feature(PerfFeature::clockid);
+  if (!s) return std::nullopt;
+  auto bytes = read_bytes(s->offset, s->size, "CLOCKID");
+  detail::ByteCursor c(bytes, s->offset, name_, "CLOCKID feature");
+  return c.u64();
+}
+
+std::optional<ClockData> PerfDataReader::clock_data() const {
+  const auto* s = find_feature(PerfFeature::clock_data);
+  if (!s) return std::nullopt;
+  auto bytes = read_bytes(s->offset, s->size, "CLOCK_DATA");
+  detail::ByteCursor c(bytes, s->offset, name_, "CLOCK_DATA feature");
+  ClockData d;
+  d.version = c.u32();
+  d.clockid = c.u32();
+  d.wall_clock_ns = c.u64();
+  d.clockid_time_ns = c.u64();
+  return d;
+}
+
+std::vector<BuildIdEntry> PerfDataReader::build_ids() const {
+  const auto* s = find_feature(PerfFeature::build_id);
+  if (!s) return {};
+  auto bytes = read_bytes(s->offset, s->size, "BUILD_ID");
+  detail::ByteCursor c(bytes, s->offset, name_, "BUILD_ID feature");
+  std::vector<BuildIdEntry> out;
+  while (c.remaining() > 0) {
+    auto h = c.get<perf_event_header>();
+    if (h.size < detail::kBuildIdRecordFixed) c.fail("build id record size " + std::to_string(h.size) + " too small");
+    BuildIdEntry e;
+    e.misc = h.misc;
+    e.pid = c.get<std::int32_t>();
+    auto raw = c.take(24);
+    // Without MISC_BUILD_ID_SIZE (perf before 5.12) the id is a 20-byte SHA-1.
+    std::size_t n = (h.misc & detail::kMiscBuildIdSize) ? std::min<std::size_t>(raw[20], 20) : 20;
+    e.build_id.assign(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(n));
+    e.filename = c.string_in(h.size - detail::kBuildIdRecordFixed);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool PerfDataReader::next_record(PerfRecord& record) {
+  const std::uint64_t end = data_offset_ + data_size_;
+  if (cursor_ >= end) return false;
+  perf_event_header h{};
+  if (end - cursor_ < sizeof h)
+    throw Error("perf.data reader: " + name_ + ": record header at file offset " + std::to_string(cursor_) +
+                " is cut off by the end of the data section; the file is truncated or corrupt");
+  read_at(cursor_, sizeof h, reinterpret_cast<std::uint8_t*>(&h), "record header");
+  if (h.size < sizeof h || h.size > end - cursor_)
+    throw Error("perf.data reader: " + name_ + ": record at file offset " + std::to_string(cursor_) + " has size " +
+                std::to_string(h.size) + ", outside 8.." + std::to_string(std::min<std::uint64_t>(end - cursor_, 65535)) +
+                "; the file is truncated or corrupt");
+  record_.resize(h.size);  // at most 64 KiB: the size field is a u16
+  read_at(cursor_, h.size, record_.data(), "record");
+  record.type = h.type;
+  record.misc = h.misc;
+  record.size = h.size;
+  record.offset = cursor_;
+  record.bytes = record_;
+  cursor_ += h.size;
+  return true;
+}
+
+}  // namespace selfperf

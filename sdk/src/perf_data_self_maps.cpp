@@ -1,0 +1,45 @@
+// This process's executable mappings as MMAP2 records describe them (perf's synthesized mmap events).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "selfperf/perf_data_writer.hpp"
+
+namespace selfperf {
+
+std::vector<Mmap2Info> read_self_executable_maps() {
+  std::vector<Mmap2Info> out;
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  const auto pid = static_cast<std::int32_t>(::getpid());
+  while (std::getline(in, line)) {
+    unsigned long long start = 0, end = 0, offset = 0, inode = 0;
+    unsigned maj = 0, min = 0;
+    char perms[5] = {};
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %x:%x %llu %n", &start, &end, perms, &offset, &maj, &min,
+                    &inode, &name_at) < 7)
+      continue;
+    if (perms[2] != 'x') continue;
+    std::string name = name_at > 0 ? line.substr(static_cast<std::size_t>(name_at)) : std::string();
+    if (name.empty() || (name[0] != '/' && name != "[vdso]")) continue;
+    Mmap2Info m;
+    m.pid = m.tid = pid;
+    m.start = start;
+    m.len = end - start;
+    m.pgoff = offset;
+    m.maj = maj;
+    m.min = min;
+    m.ino = inode;
+    m.prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | PROT_EXEC;
+    m.flags = perms[3] == 's' ? MAP_SHARED : MAP_PRIVATE;
+    m.filename = std::move(name);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace selfperf

@@ -1,0 +1,139 @@
+// Symbolizer over elfutils libdwfl: module list from /proc/self/maps, names from .symtab/.dynsym, lines from DWARF.
+#include "selfperf/symbolizer.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
+
+#include <unistd.h>
+
+#include <elfutils/libdwfl.h>
+
+#include "selfperf/error.hpp"
+
+namespace selfperf {
+namespace {
+
+char* debuginfo_path = nullptr;  // libdwfl's default search path (.debug, /usr/lib/debug)
+
+const Dwfl_Callbacks kCallbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = nullptr,
+    .debuginfo_path = &debuginfo_path,
+};
+
+Dwfl* as_dwfl(void* p) { return static_cast<Dwfl*>(p); }
+
+}  // namespace
+
+std::string demangle(const char* name) {
+  if (name == nullptr) return {};
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || out == nullptr) return name;
+  std::string result(out);
+  std::free(out);
+  return result;
+}
+
+std::string SymbolInfo::display_name(std::uint64_t address) const {
+  if (!function.empty()) return function;
+  char buf[32];
+  if (!module.empty()) {
+    auto slash = module.rfind('/');
+    std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(offset));
+    return module.substr(slash == std::string::npos ? 0 : slash + 1) + buf;
+  }
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
+  return buf;
+}
+
+void Symbolizer::DwflDeleter::operator()(void* dwfl) const noexcept { dwfl_end(as_dwfl(dwfl)); }
+
+Symbolizer::Symbolizer() { report(); }
+
+Symbolizer::~Symbolizer() = default;
+
+void Symbolizer::report() {
+  Dwfl* dwfl = dwfl_begin(&kCallbacks);
+  if (dwfl == nullptr)
+    throw Error(std::string("symbolizer: libdwfl could not start: ") + dwfl_errmsg(-1));
+  dwfl_report_begin(dwfl);
+  int rc = dwfl_linux_proc_report(dwfl, ::getpid());
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  if (rc != 0) {
+    dwfl_end(dwfl);
+    throw Error("symbolizer: cannot read this process's mappings from /proc/self/maps (" +
+                std::string(rc > 0 ? std::strerror(rc) : dwfl_errmsg(-1)) + "); is /proc mounted?",
+                rc > 0 ? rc : 0);
+  }
+  dwfl_.reset(dwfl);
+}
+
+void Symbolizer::refresh() {
+  std::lock_guard lock(mu_);
+  report();
+  cache_.clear();
+  refreshed_on_miss_ = false;
+}
+
+SymbolInfo Symbolizer::lookup(std::uint64_t pc) {
+  SymbolInfo info;
+  Dwfl* dwfl = as_dwfl(dwfl_.get());
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc);
+  if (mod == nullptr && !refreshed_on_miss_) {
+    // Probably mapped after we reported the modules (dlopen): read the mappings again, once.
+    refreshed_on_miss_ = true;
+    report();
+    cache_.clear();
+    dwfl = as_dwfl(dwfl_.get());
+    mod = dwfl_addrmodule(dwfl, pc);
+  }
+  if (mod == nullptr) return info;
+  Dwarf_Addr base = 0;
+  const char* mainfile = nullptr;
+  const char* modname = dwfl_module_info(mod, nullptr, &base, nullptr, nullptr, nullptr, &mainfile, nullptr);
+  info.module = mainfile ? mainfile : (modname ? modname : "");
+  GElf_Off offset = 0;
+  GElf_Sym sym{};
+  const char* name = dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr);
+  if (name != nullptr) {
+    // Versioned dynamic symbols read "name@@VERSION"; the version is noise in a profile.
+    std::string plain(name);
+    if (auto at = plain.find('@'); at != std::string::npos && at > 0) plain.resize(at);
+    info.function = demangle(plain.c_str());
+    info.offset = offset;
+  } else {
+    info.offset = pc - base;
+  }
+  if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
+    int lineno = 0;
+    if (const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+      info.file = src;
+      info.line = lineno;
+    }
+  }
+  return info;
+}
+
+SymbolInfo Symbolizer::symbolize(std::uint64_t pc) {
+  std::lock_guard lock(mu_);
+  if (auto it = cache_.find(pc); it != cache_.end()) return it->second;
+  auto info = lookup(pc);
+  cache_.emplace(pc, info);
+  return info;
+}
+
+std::vector<std::string> Symbolizer::stack_names(std::span<const std::uint64_t> frames) {
+  std::vector<std::string> names;
+  names.reserve(frames.size());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    std::uint64_t pc = (i == 0 || frames[i] == 0) ? frames[i] : frames[i] - 1;
+    names.push_back(symbolize(pc).display_name(pc));
+  }
+  return names;
+}
+
+}  // namespace selfperf

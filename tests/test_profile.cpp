@@ -1,0 +1,109 @@
+// Whole-program profile options from the environment, and a Profiler run in-process that writes all three
+// files. (LD_PRELOAD, fork and exec are checked by check_profile_preload.sh.)
+#include <doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "perf_data_test_util.hpp"
+#include "selfperf/error.hpp"
+#include "selfperf/perf_data_reader.hpp"
+#include "selfperf/profile.hpp"
+
+using namespace selfperf;
+
+namespace {
+
+struct EnvGuard {
+  explicit EnvGuard(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [k, v] : vars) {
+      names.push_back(k);
+      if (v) ::setenv(k, v, 1);
+      else ::unsetenv(k);
+    }
+  }
+  ~EnvGuard() {
+    for (auto* k : names) ::unsetenv(k);
+  }
+  std::vector<const char*> names;
+};
+
+volatile std::uint64_t sink;
+
+[[gnu::noinline]] void profiled_spin() {
+  timespec start{}, now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  std::uint64_t x = sink;
+  do {
+    for (int i = 0; i < 100000; ++i) x = x * 6364136223846793005ULL + 1;
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 200);
+  sink = x;
+}
+
+}  // namespace
+
+TEST_CASE("profile options come from SELFPERF_* variables") {
+  {
+    EnvGuard env({{"SELFPERF_PROFILE", "/tmp/x.data"}, {"SELFPERF_EVENT", "task-clock"},
+                  {"SELFPERF_FREQUENCY", "250"}, {"SELFPERF_UNWINDER", "libunwind"}});
+    auto o = profile_options_from_env();
+    CHECK(o.output == "/tmp/x.data");
+    CHECK(o.event == "task-clock");
+    CHECK(o.frequency == 250);
+    CHECK(o.unwinder == Unwinder::libunwind);
+  }
+  {
+    EnvGuard env({{"SELFPERF_PROFILE", nullptr}, {"SELFPERF_FREQUENCY", nullptr}, {"SELFPERF_UNWINDER", "kernel"}});
+    auto o = profile_options_from_env();
+    CHECK(o.output.empty());
+    CHECK(o.frequency == 999);
+    CHECK(o.unwinder == Unwinder::kernel);
+  }
+  {
+    EnvGuard env({{"SELFPERF_FREQUENCY", "fast"}});
+    CHECK_THROWS_WITH_AS(profile_options_from_env(), doctest::Contains("SELFPERF_FREQUENCY=fast"), Error);
+  }
+  {
+    EnvGuard env({{"SELFPERF_FREQUENCY", "0"}});
+    CHECK_THROWS_AS(profile_options_from_env(), Error);
+  }
+  {
+    EnvGuard env({{"SELFPERF_UNWINDER", "magic"}});
+    CHECK_THROWS_WITH_AS(profile_options_from_env(), doctest::Contains("frame_pointer"), Error);
+  }
+  CHECK_THROWS_AS(Profiler(ProfileOptions{}), Error);  // no output path
+}
+
+TEST_CASE("a Profiler writes perf.data, folded stacks and an SVG of what ran") {
+  test::TempDir dir;
+  ProfileOptions options;
+  options.output = dir / "p.data";
+  options.event = "cpu-clock";
+  options.frequency = 500;
+  {
+    Profiler profiler(options);
+    profiler.start();
+    profiled_spin();
+    profiler.stop();
+    profiler.stop();  // idempotent
+    CHECK(profiler.samples_written() > 20);  // 200 ms of CPU at 500 Hz is ~100
+  }
+  PerfDataReader r(options.output);
+  REQUIRE(r.events().size() == 1);
+  CHECK(r.events()[0].name.find("cpu-clock") != std::string::npos);
+  std::size_t samples = 0;
+  PerfRecord rec;
+  while (r.next_record(rec)) samples += rec.type == PERF_RECORD_SAMPLE;
+  CHECK(samples > 20);
+  std::ifstream folded(dir / "p.data.folded");
+  std::stringstream text;
+  text << folded.rdbuf();
+  CHECK(text.str().find("profiled_spin") != std::string::npos);
+  std::ifstream svg(dir / "p.data.svg");
+  std::stringstream svg_text;
+  svg_text << svg.rdbuf();
+  CHECK(svg_text.str().find("profiled_spin") != std::string::npos);
+  CHECK(svg_text.str().find("</svg>") != std::string::npos);
+}
