@@ -44,6 +44,50 @@ std::vector<FunctionShare> top_functions(const StackCounts& stacks, std::size_t 
   return out;
 }
 
+namespace {
+
+// For a table a reader scans: template arguments and parameter lists collapsed to "<…>" and "(…)", as
+// perf's --no-demangle-args would show them. "(anonymous namespace)" is a scope, not a parameter list.
+std::string short_name(std::string_view name) {
+  std::string out;
+  int angle = 0;
+  int paren = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (paren == 0 && angle == 0 && c == '(' && name.substr(i).starts_with("(anonymous namespace)")) {
+      out += "(anonymous namespace)";
+      i += std::string_view("(anonymous namespace)").size() - 1;
+      continue;
+    }
+    if (paren == 0 && c == '<' && !name.substr(0, i).ends_with("operator")) {
+      if (angle++ == 0) out += "<…>";
+      continue;
+    }
+    if (paren == 0 && c == '>' && angle > 0) {
+      --angle;
+      continue;
+    }
+    if (angle > 0) continue;
+    if (c == '(' && paren == 0 && i + 1 < name.size() && name[i + 1] == ')') {
+      out += "()";  // operator() and empty parameter lists stay as written
+      ++i;
+      continue;
+    }
+    if (c == '(') {
+      if (paren++ == 0) out += "(…)";
+      continue;
+    }
+    if (c == ')' && paren > 0) {
+      --paren;
+      continue;
+    }
+    if (paren == 0) out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format_top_table(const StackCounts& stacks, std::size_t n) {
   std::string out = "   Self%    Incl%      Self   Inclusive  Function\n";
   char buf[96];
@@ -51,7 +95,7 @@ std::string format_top_table(const StackCounts& stacks, std::size_t n) {
     std::snprintf(buf, sizeof buf, "%7.2f%% %7.2f%% %9llu %11llu  ", f.self_percent, f.inclusive_percent,
                   static_cast<unsigned long long>(f.self), static_cast<unsigned long long>(f.inclusive));
     out += buf;
-    out += f.name;
+    out += short_name(f.name);
     out += '\n';
   }
   return out;

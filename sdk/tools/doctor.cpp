@@ -100,10 +100,6 @@ Check check_fast_path(const selfperf::CapabilityReport& caps) {
   return {"fast path", Outcome::pass, "rdpmc taken; 100/100 reads agree with read(2)"};
 }
 
-struct SampledThread {
-  pid_t tid = 0;
-};
-
 Check check_sampling_threads() {
   selfperf::Sampler sampler({.event = "", .period = 0, .frequency = 1000});
   sampler.start();
@@ -175,14 +171,16 @@ Check check_perf_data() {
     sampler.stop();
     {
       perf_event_attr attr = selfperf::to_attr(selfperf::parse_event(sampler.event_name()));
-      selfperf::PerfDataWriter writer(path, {selfperf::EventDescription{sampler.event_name(), attr}});
+      selfperf::PerfDataWriter writer(path, {selfperf::EventDescription{sampler.event_name(), attr, {}}});
       writer.synthesize_self_mmaps();
       sampler.drain([&](const selfperf::Sample& s) { writer.write_sample(s); });
       written = writer.samples_written();
       writer.close();
     }
     selfperf::PerfDataReader reader(path);
-    reader.for_each_sample([&](const selfperf::DecodedSample&) { ++read_back; });
+    selfperf::PerfRecord record;
+    while (reader.next_record(record))
+      if (record.type == PERF_RECORD_SAMPLE && reader.decode_sample(record).callchain.size() > 0) ++read_back;
   } catch (const selfperf::Error& e) {
     std::filesystem::remove(path);
     return {"perf.data", Outcome::fail, e.what()};
