@@ -13,6 +13,7 @@
 #include "group_pages.hpp"
 #include "selfperf/counter_group.hpp"
 #include "selfperf/mmap_read.hpp"
+#include "selfperf/instrument.hpp"
 #include "selfperf/region.hpp"
 
 namespace {
@@ -80,6 +81,27 @@ void BM_TwoFastReadsSynthetic(benchmark::State& state) {
   }
 }
 
+// An empty SELFPERF_SCOPE against what it must cost at least: two reads of the same events' group. Here (no
+// PMU) those are read(2) calls; with a PMU, compare BM_ScopePairSynthetic's fast reads instead.
+void BM_EmptyScopeMacro(benchmark::State& state) {
+  for (auto _ : state) {
+    SELFPERF_SCOPE("empty");
+  }
+}
+
+void BM_TwoReadsOfDefaultEvents(benchmark::State& state) {
+  selfperf::CounterGroup group(selfperf::default_events());
+  group.enable();
+  selfperf::GroupReading r;
+  for (auto _ : state) {
+    group.read(r);
+    group.read(r);
+    benchmark::DoNotOptimize(r);
+  }
+}
+
+BENCHMARK(BM_TwoReadsOfDefaultEvents)->Repetitions(9)->ReportAggregatesOnly(true);
+BENCHMARK(BM_EmptyScopeMacro)->Repetitions(9)->ReportAggregatesOnly(true);
 BENCHMARK(BM_TwoFastReadsSynthetic)->Repetitions(9)->ReportAggregatesOnly(true);
 BENCHMARK(BM_ScopePairSynthetic)->Repetitions(9)->ReportAggregatesOnly(true);
 BENCHMARK(BM_RawRead)->Arg(1)->Arg(3)->Repetitions(9)->ReportAggregatesOnly(true);
@@ -113,6 +135,11 @@ int main(int argc, char** argv) {
     std::printf("ratio CounterGroup::read(%s members) / raw read(2) = %.3f (target <= 1.10) %s\n", members, ratio,
                 ok ? "PASS" : "FAIL");
   }
+  double macro = reporter.medians["BM_EmptyScopeMacro/"];
+  double two_reads = reporter.medians["BM_TwoReadsOfDefaultEvents/"];
+  if (two_reads > 0)
+    std::printf("ratio empty SELFPERF_SCOPE / two reads of the default events = %.3f (reported, no target)\n",
+                macro / two_reads);
   double scope = reporter.medians["BM_ScopePairSynthetic/"];
   double reads = reporter.medians["BM_TwoFastReadsSynthetic/"];
   if (reads > 0) {

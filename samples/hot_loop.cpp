@@ -1,49 +1,71 @@
-// Counting a hot loop with a CounterGroup: the events a perf user would name, the read path, and why.
+// Instrumenting a hot loop with scoped regions: the events a perf user would name, a region table with the
+// derived ratios, and which read path ran and why.
+#include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <vector>
 
 #include <selfperf/selfperf.hpp>
 
 namespace {
 
-[[gnu::noinline]] double hot_loop(std::vector<double>& data, int rounds) {
-  double sum = 0;
-  for (int r = 0; r < rounds; ++r)
-    for (double& x : data) {
-      x = x * 1.0000001 + 0.5;
-      sum += x;
+struct Body {
+  double x, y, vx, vy;
+};
+
+[[gnu::noinline]] void integrate(std::vector<Body>& bodies) {
+  SELFPERF_SCOPE("integrate");
+  for (auto& b : bodies) {
+    b.vy -= 9.81e-3;
+    b.x += b.vx * 1e-3;
+    b.y += b.vy * 1e-3;
+  }
+}
+
+[[gnu::noinline]] double collide(std::vector<Body>& bodies) {
+  SELFPERF_SCOPE("collide");
+  double energy = 0;
+  for (auto& b : bodies) {
+    if (b.y < 0) {
+      b.y = -b.y;
+      b.vy = -0.9 * b.vy;
     }
-  return sum;
+    energy += std::sqrt(b.vx * b.vx + b.vy * b.vy);
+  }
+  return energy;
+}
+
+[[gnu::noinline]] std::vector<Body> spawn(std::size_t n) {
+  SELFPERF_SCOPE("spawn");  // fresh memory: page faults show up here
+  std::vector<Body> bodies(n);
+  for (std::size_t i = 0; i < n; ++i) bodies[i] = {double(i % 100), double(i % 37), 1.0, 0.0};
+  return bodies;
 }
 
 }  // namespace
 
 int main() {
-  auto caps = selfperf::probe();
-  std::vector<std::string> events = caps.hardware_events
-                                        ? std::vector<std::string>{"cycles", "instructions", "branch-misses"}
-                                        : std::vector<std::string>{"task-clock", "page-faults", "context-switches"};
-  std::printf("counting %s events: ", caps.hardware_events ? "hardware" : "software (no hardware PMU here)");
-  for (const auto& e : events) std::printf("%s ", e.c_str());
-  std::printf("\n");
+  std::printf("events: ");
+  for (const auto& e : selfperf::default_events()) std::printf("%s ", e.c_str());
+  std::printf("(%s)\n\n", selfperf::default_events_reason().c_str());
 
-  selfperf::CounterGroup group(events);
-  for (const auto& note : group.notes()) std::printf("note: %s\n", note.c_str());
-  group.enable();
-  auto before = group.read();
-  std::vector<double> data(1 << 20, 1.0);  // 8 MiB: its first touch shows up as page faults
-  double sum = hot_loop(data, 20);
-  auto after = group.read();
-  group.disable();
-
-  std::printf("\n%-20s %16s %14s %8s\n", "event", "count", "scaled", "running");
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    auto d = selfperf::delta(before[i], after[i]);
-    std::printf("%-20s %16llu %14.0f %7.1f%%\n", group.event(i).name.c_str(),
-                static_cast<unsigned long long>(d.count), d.scaled(),
-                d.time_enabled ? 100.0 * static_cast<double>(d.time_running) / static_cast<double>(d.time_enabled) : 0.0);
+  double energy = 0;
+  {
+    SELFPERF_SCOPE("simulation");
+    auto bodies = spawn(1 << 18);
+    for (int step = 0; step < 200; ++step) {
+      SELFPERF_SCOPE("step");
+      integrate(bodies);
+      energy += collide(bodies);
+    }
   }
+  selfperf::report(std::cout);
+
+  // The path a read took on this machine, and why.
+  selfperf::CounterGroup group(selfperf::default_events());
+  group.enable();
+  (void)group.read();
   std::printf("\nread path: %.*s\n", static_cast<int>(group.read_path().size()), group.read_path().data());
-  std::printf("(checksum %.1f)\n", sum);
+  std::printf("(energy %.1f)\n", energy);
   return 0;
 }

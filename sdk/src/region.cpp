@@ -126,13 +126,18 @@ void print_regions(std::ostream& out, std::span<const std::string> events, std::
     out << cell;
   };
   put("%-28s %10s", "region", "calls");
-  for (const auto& head : events) put(" %18s %14s", (head + " total").c_str(), "mean");
+  std::vector<int> widths;  // each event's total column fits its heading
+  for (const auto& head : events) {
+    widths.push_back(std::max(18, static_cast<int>(head.size()) + 6));
+    put(" %*s %14s", widths.back(), (head + " total").c_str(), "mean");
+  }
   for (const auto& r : ratios) put(" %14s", r.label.c_str());
   out << '\n';
   for (const Region* region : regions) {
     std::string name = std::string(static_cast<std::size_t>(2 * region->depth()), ' ') + region->name();
     put("%-28s %10llu", name.c_str(), static_cast<unsigned long long>(region->calls()));
-    for (std::size_t i = 0; i < events.size(); ++i) put(" %18.0f %14.1f", region->totals(i).sum, region->mean(i));
+    for (std::size_t i = 0; i < events.size(); ++i)
+      put(" %*.0f %14.1f", widths[i], region->totals(i).sum, region->mean(i));
     for (const auto& r : ratios) {
       double den = region->totals(static_cast<std::size_t>(r.denominator)).sum;
       double num = region->totals(static_cast<std::size_t>(r.numerator)).sum;
