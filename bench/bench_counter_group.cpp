@@ -74,9 +74,14 @@ void BM_ScopePairSynthetic(benchmark::State& state) {
 void BM_TwoFastReadsSynthetic(benchmark::State& state) {
   auto pages = synthetic_pages();
   selfperf::PageReading out[3];
+  // Called through pointers, as the group's test hook calls them: only what Scope adds is compared.
+  std::uint64_t (*volatile pmc)(std::uint32_t) = fake_pmc;
+  std::uint64_t (*volatile timestamp)() = fake_timestamp;
+  auto read_pmc = pmc;
+  auto read_timestamp = timestamp;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(selfperf::read_mmap_pages(pages, out, fake_pmc, fake_timestamp));
-    benchmark::DoNotOptimize(selfperf::read_mmap_pages(pages, out, fake_pmc, fake_timestamp));
+    benchmark::DoNotOptimize(selfperf::read_mmap_pages(pages, out, read_pmc, read_timestamp));
+    benchmark::DoNotOptimize(selfperf::read_mmap_pages(pages, out, read_pmc, read_timestamp));
     benchmark::ClobberMemory();
   }
 }

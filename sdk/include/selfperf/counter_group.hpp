@@ -22,11 +22,13 @@ struct CounterGroupTestAccess;
 // A group is read into fixed storage so that a read never allocates.
 inline constexpr std::size_t kMaxGroupMembers = 16;
 
+// No default member initialisers: a GroupReading's fixed storage must not be zeroed on every read (that
+// would double the cost of a Scope). Write `CounterValue v{}` for a zeroed one.
 struct CounterValue {
-  std::uint64_t value = 0;         // raw count (not scaled)
-  std::uint64_t time_enabled = 0;  // ns the event was enabled
-  std::uint64_t time_running = 0;  // ns it was actually on a counter (less when multiplexed)
-  std::uint64_t id = 0;            // kernel event id (PERF_FORMAT_ID)
+  std::uint64_t value;         // raw count (not scaled)
+  std::uint64_t time_enabled;  // ns the event was enabled
+  std::uint64_t time_running;  // ns it was actually on a counter (less when multiplexed)
+  std::uint64_t id;            // kernel event id (PERF_FORMAT_ID)
 
   // "Not counted" (never scheduled) is different from a count of zero.
   bool counted() const noexcept { return time_running != 0; }
@@ -44,8 +46,10 @@ struct CounterDelta {
 };
 CounterDelta delta(const CounterValue& before, const CounterValue& after) noexcept;
 
+// Only the first size() values are meaningful; the rest is left uninitialised.
 class GroupReading {
  public:
+  GroupReading() noexcept {}
   std::size_t size() const noexcept { return size_; }
   const CounterValue& operator[](std::size_t i) const noexcept { return values_[i]; }
   CounterValue& operator[](std::size_t i) noexcept { return values_[i]; }
@@ -54,7 +58,7 @@ class GroupReading {
   void resize(std::size_t n) noexcept { size_ = n; }
 
  private:
-  std::array<CounterValue, kMaxGroupMembers> values_{};
+  std::array<CounterValue, kMaxGroupMembers> values_;
   std::size_t size_ = 0;
 };
 
