@@ -16,7 +16,16 @@
 #define SELFPERF_TEST_TSAN 0
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SELFPERF_TEST_ASAN 1
+#else
+#define SELFPERF_TEST_ASAN 0
+#endif
+
 namespace selfperf_test {
+
+// ASan's allocator is an order of magnitude slower: allocation-heavy loops scale their work down.
+inline constexpr bool kAsan = SELFPERF_TEST_ASAN != 0;
 
 // TSan delays asynchronous signals to its next safe point, so the interrupted IP is not where time is spent.
 inline constexpr bool kTsan = SELFPERF_TEST_TSAN != 0;

@@ -3,6 +3,7 @@
 #include <doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -137,11 +138,15 @@ void run_safety_check(Unwinder unwinder) {
   std::atomic<std::uint64_t> errno_broken{0};
   std::atomic<bool> done{false};
   std::thread drainer([&] {
-    while (!done.load()) sampler.drain([](const selfperf::Sample&) {});
+    // Paced, not spinning: on two cores a spinning drainer would starve the threads being sampled.
+    while (!done.load()) {
+      sampler.drain([](const selfperf::Sample&) {});
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   });
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t)
-    threads.emplace_back(sampler.attached([&, t] { g_sink += hammer(t + 1, selfperf_test::kTsan ? 200'000 : 2'000'000, errno_broken); }));
+    threads.emplace_back(sampler.attached([&, t] { g_sink += hammer(t + 1, (selfperf_test::kTsan || selfperf_test::kAsan) ? 200'000 : 2'000'000, errno_broken); }));
   for (auto& t : threads) t.join();
   done = true;
   drainer.join();
