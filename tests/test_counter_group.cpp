@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -10,34 +9,18 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "perf_syscall.hpp"
 #include "selfperf/selfperf.hpp"
+#include "test_support.hpp"
 
 namespace {
 
-std::uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-// Burns at least `ns` of this thread's CPU time.
-void burn_cpu(std::uint64_t ns) {
-  volatile std::uint64_t sink = 0;
-  const std::uint64_t start = thread_cpu_ns();
-  while (thread_cpu_ns() - start < ns)
-    for (int i = 0; i < 1000; ++i) sink = sink + static_cast<std::uint64_t>(i);
-}
-
-void sleep_ms(long ms) {
-  timespec ts{ms / 1000, (ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
+using selfperf::test::burn_cpu;
+using selfperf::test::sleep_ms;
+using selfperf::test::thread_cpu_ns;
 
 // Read syscalls made by this process so far (/proc/self/io "syscr").
 long read_syscalls() {
@@ -56,16 +39,11 @@ bool hardware_pmu() { return selfperf::probe().hardware_events; }
 TEST_CASE("page-faults:u grows by at least the number of fresh pages touched") {
   selfperf::CounterGroup group{"page-faults:u"};
   const std::size_t pages = 256;
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
-  madvise(mem, pages * page, MADV_NOHUGEPAGE);
   group.enable();
   auto before = group.read();
-  for (std::size_t i = 0; i < pages; ++i) static_cast<volatile char*>(mem)[i * page] = 1;
+  selfperf::test::touch_fresh_pages(pages);
   auto after = group.read();
   group.disable();
-  munmap(mem, pages * page);
   CHECK(selfperf::delta(before[0], after[0]).count >= pages);
   CHECK(after[0].counted());
 }

@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
-#include <ctime>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,6 +13,7 @@
 #include "selfperf/error.hpp"
 #include "selfperf/event_poller.hpp"
 #include "selfperf/sampling_event.hpp"
+#include "test_support.hpp"
 
 using namespace std::chrono_literals;
 using selfperf::EventPoller;
@@ -21,21 +21,7 @@ using selfperf::PollEvent;
 
 namespace {
 
-volatile std::uint64_t g_sink;
-
-void burn_cpu(std::uint64_t cpu_ns) {
-  auto now = [] {
-    timespec ts{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-  };
-  const std::uint64_t end = now() + cpu_ns;
-  std::uint64_t x = 1;
-  while (now() < end) {
-    for (int i = 0; i < 10000; ++i) x = x * 6364136223846793005ULL + 1;
-    g_sink = x;
-  }
-}
+using selfperf::test::burn_cpu;
 
 // User-only cpu-clock sampling with callchains on `tid`, woken up on every sample.
 selfperf::SamplingEvent open_sampling(pid_t tid, std::uint64_t period_ns = 100000) {

@@ -1,9 +1,5 @@
 #include <doctest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <ctime>
-#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,31 +7,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "counting_new.hpp"
 #include "selfperf/counter_group.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/frame_loop.hpp"
-
-// Every operator new in this binary is counted, so a test can prove that frames never allocate.
-namespace {
-std::atomic<unsigned long> g_allocations{0};
-}
-// GCC flags free() in a replaced operator delete as a mismatch with operator new; here they are the pair.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+#include "test_support.hpp"
 
 using selfperf::FrameLoop;
 using selfperf::GroupReading;
+using selfperf::test::allocations;
+using selfperf::test::burn_cpu;
 
 namespace {
 
@@ -51,20 +32,6 @@ GroupReading reading(std::initializer_list<std::uint64_t> values, std::uint64_t 
     ++i;
   }
   return r;
-}
-
-std::uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-// Burns at least `ns` of this thread's CPU time: task-clock then grows by at least that much.
-void burn_cpu(std::uint64_t ns) {
-  volatile std::uint64_t sink = 0;
-  const std::uint64_t start = thread_cpu_ns();
-  while (thread_cpu_ns() - start < ns)
-    for (int i = 0; i < 1000; ++i) sink = sink + static_cast<std::uint64_t>(i);
 }
 
 }  // namespace
@@ -178,7 +145,7 @@ TEST_CASE("a real group: over-budget frames are exactly the ones that burned CPU
 
   const auto burns = [](std::size_t i) { return i % 7 == 3; };
   const auto touches = [](std::size_t i) { return i % 5 == 1; };
-  const unsigned long allocations_before = g_allocations.load();
+  const unsigned long allocations_before = allocations.load();
   for (std::size_t i = 0; i < frames; ++i) {
     loop.mark();
     if (burns(i)) burn_cpu(20'000'000);
@@ -186,7 +153,7 @@ TEST_CASE("a real group: over-budget frames are exactly the ones that burned CPU
       for (std::size_t p = 0; p < pages_per_frame; ++p) bytes[(i * pages_per_frame + p) * page] = 1;
   }
   loop.mark();  // closes the last frame
-  const unsigned long allocations_after = g_allocations.load();
+  const unsigned long allocations_after = allocations.load();
   munmap(mem, length);
 
   CHECK(allocations_after == allocations_before);

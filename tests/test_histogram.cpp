@@ -1,36 +1,16 @@
 #include <doctest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "counting_new.hpp"
 #include "selfperf/histogram.hpp"
 
-// Every operator new in this binary is counted, so a test can prove a stretch of code never allocates.
-namespace {
-std::atomic<unsigned long> g_allocations{0};
-}
-// GCC flags free() in a replaced operator delete as a mismatch with operator new; here they are the pair.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
-
 using selfperf::Histogram;
+using selfperf::test::allocations;
 using u128 = selfperf::detail::uint128;
 
 namespace {
@@ -239,21 +219,21 @@ TEST_CASE("iteration visits exactly the non-empty buckets in order") {
 
 TEST_CASE("recording, merging and querying never allocate") {
   const auto values = whole_range(1'000'000, 11);  // allocated before counting starts
-  const unsigned long before = g_allocations.load();
+  const unsigned long before = allocations.load();
   Histogram h, other;
   for (auto v : values) h.record(v);
   for (auto v : values) other.record(v, 3);
   h += other;
   const auto p = h.percentile(99.9) + h.p50();
   const double s = h.mean() + h.stddev();
-  const unsigned long after = g_allocations.load();
+  const unsigned long after = allocations.load();
   CHECK(after == before);
   CHECK(h.count() == 4'000'000);
   CHECK(p > 0);
   CHECK(s > 0);
   // The counting hook itself works: a rendering allocates its string.
   CHECK(!h.to_text().empty());
-  CHECK(g_allocations.load() > after);
+  CHECK(allocations.load() > after);
 }
 
 TEST_CASE("text rendering shows the percentile table and a distribution") {

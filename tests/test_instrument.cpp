@@ -7,10 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "selfperf/selfperf.hpp"
+#include "test_support.hpp"
 
 // This file replaces the global operator new/delete with malloc/free. GCC 12 cannot see that the pair is
 // matched once inlined into std::string and warns; the replacement is the standard-sanctioned one.
@@ -40,14 +38,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-void touch_fresh_pages(std::size_t pages) {
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
-  madvise(mem, pages * page, MADV_NOHUGEPAGE);
-  for (std::size_t i = 0; i < pages; ++i) static_cast<volatile char*>(mem)[i * page] = 1;
-  munmap(mem, pages * page);
-}
+using selfperf::test::touch_fresh_pages;
 
 void faulting_leaf() {
   SELFPERF_SCOPE("leaf");

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <bit>
 #include <thread>
 #include <cstring>
 
@@ -398,4 +399,23 @@ TEST_CASE("reader names the problem and the offset") {
   PerfRecord rec;
   const std::string where = "offset " + std::to_string(first);
   CHECK_THROWS_WITH_AS(r.next_record(rec), doctest::Contains(where.c_str()), Error);
+
+  // A sample whose callchain length runs past its record: decode_sample names the record's offset.
+  auto chain = good;
+  const auto type = ok.events()[0].attr.sample_type;
+  REQUIRE((type & PERF_SAMPLE_CALLCHAIN) != 0);
+  REQUIRE((type & PERF_SAMPLE_READ) == 0);
+  // The fields the kernel writes before the callchain (perf_event.h's PERF_RECORD_SAMPLE), one word each.
+  const std::uint64_t words_before = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                     PERF_SAMPLE_ADDR | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU |
+                                     PERF_SAMPLE_PERIOD;
+  const auto before_chain = static_cast<std::size_t>(std::popcount(type & words_before));
+  const std::uint64_t huge = std::uint64_t{1} << 40;
+  std::memcpy(chain.data() + first + sizeof(perf_event_header) + 8 * before_chain, &huge, sizeof huge);
+  PerfDataReader corrupt(std::move(chain), "bad-chain");
+  REQUIRE(corrupt.next_record(rec));
+  REQUIRE(rec.type == PERF_RECORD_SAMPLE);
+  const std::string at_record = "sample record at file offset " + std::to_string(first);
+  CHECK_THROWS_WITH_AS(corrupt.decode_sample(rec), doctest::Contains(at_record.c_str()), Error);
+  CHECK_THROWS_WITH_AS(corrupt.decode_sample(rec), doctest::Contains("bad-chain"), Error);
 }

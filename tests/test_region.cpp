@@ -1,23 +1,13 @@
 #include <doctest.h>
 
-#include <ctime>
 #include <sstream>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "selfperf/selfperf.hpp"
+#include "test_support.hpp"
 
 namespace {
 
-void touch_fresh_pages(std::size_t pages) {
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
-  madvise(mem, pages * page, MADV_NOHUGEPAGE);
-  for (std::size_t i = 0; i < pages; ++i) static_cast<volatile char*>(mem)[i * page] = 1;
-  munmap(mem, pages * page);
-}
+using selfperf::test::touch_fresh_pages;
 
 selfperf::GroupReading reading(std::initializer_list<selfperf::CounterValue> values) {
   selfperf::GroupReading r;

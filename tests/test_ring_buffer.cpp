@@ -18,6 +18,7 @@
 #include "selfperf/record.hpp"
 #include "selfperf/ring_buffer.hpp"
 #include "selfperf/sampling_event.hpp"
+#include "test_support.hpp"
 
 using selfperf::RecordView;
 using selfperf::RingBuffer;
@@ -270,11 +271,7 @@ namespace {
 
 volatile std::uint64_t g_sink;
 
-std::uint64_t thread_cpu_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using selfperf::test::thread_cpu_ns;
 
 // Return addresses recorded by the burn functions themselves: a kernel callchain taken while they run must
 // contain exactly these.

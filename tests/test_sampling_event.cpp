@@ -2,34 +2,16 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <ctime>
 #include <string>
 
 #include "perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/sampling_event.hpp"
+#include "test_support.hpp"
 
 using namespace selfperf;
 
-namespace {
-
-volatile std::uint64_t g_sink;
-
-void burn_cpu(std::uint64_t cpu_ns) {
-  auto now = [] {
-    timespec ts{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-  };
-  const std::uint64_t end = now() + cpu_ns;
-  std::uint64_t x = 1;
-  while (now() < end) {
-    for (int i = 0; i < 10000; ++i) x = x * 6364136223846793005ULL + 1;
-    g_sink = x;
-  }
-}
-
-}  // namespace
+using selfperf::test::burn_cpu;
 
 TEST_CASE("kernel-callchain attr: sample fields, and user-only where paranoid demands it") {
   CallchainSamplingOptions options;

@@ -1,34 +1,42 @@
-// Decoding records by their event's sample_type (the layout the kernel writes, perf_event.h).
+// Decoding perf.data records. Samples, LOST and the sample_id trailer go through record.hpp's decoders, the
+// same layout walkers the ring buffer uses; this file only finds the record's event, keeps the bytes 8-aligned
+// and turns a DecodeStatus into an Error naming the file offset.
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "byte_cursor.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/perf_data_reader.hpp"
+#include "selfperf/record.hpp"
 
 namespace selfperf {
 namespace {
 
-void skip_read_values(detail::ByteCursor& c, std::uint64_t read_format) {
-  const std::uint64_t per_value = 1 + ((read_format & PERF_FORMAT_ID) ? 1 : 0) +
-                                  ((read_format & PERF_FORMAT_LOST) ? 1 : 0);
-  if (read_format & PERF_FORMAT_GROUP) {
-    auto nr = c.u64();
-    if (read_format & PERF_FORMAT_TOTAL_TIME_ENABLED) c.u64();
-    if (read_format & PERF_FORMAT_TOTAL_TIME_RUNNING) c.u64();
-    if (nr > c.remaining() / (per_value * 8)) c.fail("read group of " + std::to_string(nr) + " values overruns");
-    c.skip(nr * per_value * 8);
-  } else {
-    c.u64();
-    if (read_format & PERF_FORMAT_TOTAL_TIME_ENABLED) c.u64();
-    if (read_format & PERF_FORMAT_TOTAL_TIME_RUNNING) c.u64();
-    c.skip((per_value - 1) * 8);
+// record.hpp's decoders hand out spans of u64 in place, so the bytes must be 8-aligned. next_record()'s
+// buffer is; a PerfRecord a caller built over other memory is copied first.
+class AlignedRecord {
+ public:
+  explicit AlignedRecord(const PerfRecord& record) {
+    std::span<const std::uint8_t> bytes = record.bytes;
+    if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(std::uint64_t) != 0) {
+      copy_.resize((bytes.size() + 7) / 8);
+      std::memcpy(copy_.data(), bytes.data(), bytes.size());
+      bytes = {reinterpret_cast<const std::uint8_t*>(copy_.data()), bytes.size()};
+    }
+    // header.size as next_record() read it; decode_* reject a record whose bytes disagree with it.
+    view_.header = perf_event_header{record.type, record.misc, record.size};
+    view_.bytes = std::as_bytes(bytes);
   }
-}
+  const RecordView& view() const noexcept { return view_; }
 
-void skip_regs(detail::ByteCursor& c, std::uint64_t mask) {
-  auto abi = c.u64();
-  if (abi != PERF_SAMPLE_REGS_ABI_NONE) c.skip(std::uint64_t{8} * static_cast<unsigned>(std::popcount(mask)));
+ private:
+  std::vector<std::uint64_t> copy_;
+  RecordView view_;
+};
+
+[[noreturn]] void fail(const PerfRecord& record, const std::string& file, const char* what, DecodeStatus status) {
+  detail::ByteCursor(record.bytes, record.offset, file, what).fail(std::string(describe(status)));
 }
 
 }  // namespace
@@ -36,8 +44,7 @@ void skip_regs(detail::ByteCursor& c, std::uint64_t mask) {
 std::vector<std::uint64_t> DecodedSample::frames() const {
   std::vector<std::uint64_t> out;
   out.reserve(callchain.size());
-  for (auto ip : callchain)
-    if (ip < static_cast<std::uint64_t>(PERF_CONTEXT_MAX)) out.push_back(ip);
+  for_each_frame(callchain, [&](std::uint64_t ip, CallchainContext) { out.push_back(ip); });
   return out;
 }
 
@@ -65,96 +72,61 @@ DecodedSample PerfDataReader::decode_sample(const PerfRecord& record) const {
   DecodedSample s;
   s.event_index = event_index_for_sample(record);
   const auto& attr = events_[s.event_index].attr;
-  const std::uint64_t t = attr.sample_type;
-  s.sample_type = t;
-  detail::ByteCursor c(record.bytes, record.offset, name_, "sample record");
-  c.skip(sizeof(perf_event_header));
-  if (t & PERF_SAMPLE_IDENTIFIER) s.identifier = c.u64();
-  if (t & PERF_SAMPLE_IP) s.ip = c.u64();
-  if (t & PERF_SAMPLE_TID) {
-    s.pid = c.u32();
-    s.tid = c.u32();
-  }
-  if (t & PERF_SAMPLE_TIME) s.time = c.u64();
-  if (t & PERF_SAMPLE_ADDR) s.addr = c.u64();
-  if (t & PERF_SAMPLE_ID) s.id = c.u64();
-  if (t & PERF_SAMPLE_STREAM_ID) s.stream_id = c.u64();
-  if (t & PERF_SAMPLE_CPU) {
-    s.cpu = c.u32();
-    c.u32();
-  }
-  if (t & PERF_SAMPLE_PERIOD) s.period = c.u64();
-  if (t & PERF_SAMPLE_READ) skip_read_values(c, attr.read_format);
-  if (t & PERF_SAMPLE_CALLCHAIN) {
-    auto nr = c.u64();
-    if (nr > c.remaining() / 8) c.fail("callchain of " + std::to_string(nr) + " entries overruns the record");
-    s.callchain.resize(static_cast<std::size_t>(nr));
-    for (auto& ip : s.callchain) ip = c.u64();
-  }
-  if (t & PERF_SAMPLE_RAW) c.skip(c.u32());
-  if (t & PERF_SAMPLE_BRANCH_STACK) {
-    auto nr = c.u64();
-    if (attr.branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX) c.u64();
-    if (nr > c.remaining() / 24) c.fail("branch stack of " + std::to_string(nr) + " entries overruns the record");
-    c.skip(nr * 24);
-  }
-  if (t & PERF_SAMPLE_REGS_USER) skip_regs(c, attr.sample_regs_user);
-  if (t & PERF_SAMPLE_STACK_USER) {
-    auto size = c.u64();
-    c.skip(size);
-    if (size != 0) c.u64();  // dyn_size
-  }
-  if (t & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT)) s.weight = c.u64();
-  if (t & PERF_SAMPLE_DATA_SRC) s.data_src = c.u64();
-  if (t & PERF_SAMPLE_TRANSACTION) s.transaction = c.u64();
-  if (t & PERF_SAMPLE_REGS_INTR) skip_regs(c, attr.sample_regs_intr);
-  if (t & PERF_SAMPLE_PHYS_ADDR) s.phys_addr = c.u64();
-  if (t & PERF_SAMPLE_AUX) c.skip(c.u64());
-  if (t & PERF_SAMPLE_CGROUP) s.cgroup = c.u64();
-  if (t & PERF_SAMPLE_DATA_PAGE_SIZE) s.data_page_size = c.u64();
-  if (t & PERF_SAMPLE_CODE_PAGE_SIZE) s.code_page_size = c.u64();
+  const AlignedRecord aligned(record);
+  SampleRecord r;
+  if (auto status = selfperf::decode_sample(aligned.view(), SampleFormat::from_attr(attr), r);
+      status != DecodeStatus::ok)
+    fail(record, name_, "sample record", status);
+  s.sample_type = attr.sample_type;
+  s.identifier = r.identifier;
+  s.ip = r.ip;
+  s.pid = r.pid;
+  s.tid = r.tid;
+  s.time = r.time;
+  s.addr = r.addr;
+  s.id = r.id;
+  s.stream_id = r.stream_id;
+  s.cpu = r.cpu;
+  s.period = r.period;
+  s.callchain.assign(r.callchain.begin(), r.callchain.end());
+  s.weight = r.weight;
+  s.data_src = r.data_src;
+  s.transaction = r.transaction;
+  s.phys_addr = r.phys_addr;
+  s.cgroup = r.cgroup;
+  s.data_page_size = r.data_page_size;
+  s.code_page_size = r.code_page_size;
   return s;
 }
 
-std::size_t PerfDataReader::trailer_bytes(std::size_t event_index) const {
-  const auto& attr = events_[event_index].attr;
-  if (!attr.sample_id_all) return 0;
-  constexpr std::uint64_t fields = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID |
-                                   PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER;
-  return 8 * static_cast<std::size_t>(std::popcount(attr.sample_type & fields));
+std::size_t PerfDataReader::event_index_for_trailer(const PerfRecord& record) const {
+  // With several events the trailer's last word, PERF_SAMPLE_IDENTIFIER, says whose layout it has.
+  if (events_.size() > 1 && (events_[0].attr.sample_type & PERF_SAMPLE_IDENTIFIER) && record.bytes.size() >= 16) {
+    std::uint64_t id;
+    std::memcpy(&id, record.bytes.data() + record.bytes.size() - 8, 8);
+    for (std::size_t i = 0; i < events_.size(); ++i)
+      if (std::find(events_[i].ids.begin(), events_[i].ids.end(), id) != events_[i].ids.end()) return i;
+  }
+  return 0;
 }
 
 SampleIdTrailer PerfDataReader::decode_sample_id(const PerfRecord& record) const {
   SampleIdTrailer out;
   // perf-tool records (ATTR, FINISHED_ROUND, …) carry no trailer.
   if (record.type >= 64 || record.type == PERF_RECORD_SAMPLE) return out;
-  std::size_t event = 0;
-  if (events_.size() > 1 && (events_[0].attr.sample_type & PERF_SAMPLE_IDENTIFIER) && record.bytes.size() >= 16) {
-    std::uint64_t id;
-    std::memcpy(&id, record.bytes.data() + record.bytes.size() - 8, 8);
-    for (std::size_t i = 0; i < events_.size(); ++i)
-      if (std::find(events_[i].ids.begin(), events_[i].ids.end(), id) != events_[i].ids.end()) event = i;
-  }
-  const std::size_t n = trailer_bytes(event);
-  if (n == 0) return out;
-  if (n + sizeof(perf_event_header) > record.bytes.size())
-    throw Error("perf.data reader: " + name_ + ": record at file offset " + std::to_string(record.offset) +
-                " is too short for its sample_id_all trailer; the file is corrupt");
-  const auto t = events_[event].attr.sample_type;
-  detail::ByteCursor c(record.bytes.subspan(record.bytes.size() - n), record.offset + record.bytes.size() - n, name_,
-                       "sample_id trailer");
-  if (t & PERF_SAMPLE_TID) {
-    out.pid = c.u32();
-    out.tid = c.u32();
-  }
-  if (t & PERF_SAMPLE_TIME) out.time = c.u64();
-  if (t & PERF_SAMPLE_ID) out.id = c.u64();
-  if (t & PERF_SAMPLE_STREAM_ID) out.stream_id = c.u64();
-  if (t & PERF_SAMPLE_CPU) {
-    out.cpu = c.u32();
-    c.u32();
-  }
-  if (t & PERF_SAMPLE_IDENTIFIER) out.identifier = c.u64();
+  const auto format = SampleFormat::from_attr(events_[event_index_for_trailer(record)].attr);
+  const AlignedRecord aligned(record);
+  SampleId id;
+  if (auto status = selfperf::decode_sample_id(aligned.view(), format, id); status != DecodeStatus::ok)
+    fail(record, name_, "sample_id trailer", status);
+  out.pid = id.pid;
+  out.tid = id.tid;
+  out.time = id.time;
+  out.stream_id = id.stream_id;
+  out.cpu = id.cpu;
+  // SampleId keeps one id: ID and IDENTIFIER carry the same value when both are present.
+  if (id.has(PERF_SAMPLE_ID)) out.id = id.id;
+  if (id.has(PERF_SAMPLE_IDENTIFIER)) out.identifier = id.id;
   return out;
 }
 
@@ -207,17 +179,23 @@ std::vector<std::uint8_t> PerfDataReader::decode_mmap2_build_id(const PerfRecord
 }
 
 PerfLostRecord PerfDataReader::decode_lost(const PerfRecord& record) const {
-  detail::ByteCursor c(record.bytes, record.offset, name_, "LOST record");
-  c.skip(sizeof(perf_event_header));
-  PerfLostRecord out;
-  if (record.type == PERF_RECORD_LOST) {
-    out.id = c.u64();
-    out.lost = c.u64();
-  } else if (record.type == PERF_RECORD_LOST_SAMPLES) {
-    out.lost = c.u64();
-  } else {
+  if (record.type != PERF_RECORD_LOST && record.type != PERF_RECORD_LOST_SAMPLES)
     throw Error("perf.data reader: decode_lost on a record that is neither LOST nor LOST_SAMPLES");
+  const auto format = SampleFormat::from_attr(events_[event_index_for_trailer(record)].attr);
+  const AlignedRecord aligned(record);
+  PerfLostRecord out;
+  DecodeStatus status;
+  if (record.type == PERF_RECORD_LOST) {
+    LostRecord lost;
+    status = selfperf::decode_lost(aligned.view(), format, lost);
+    out.id = lost.id;
+    out.lost = lost.lost;
+  } else {
+    LostSamplesRecord lost;
+    status = selfperf::decode_lost_samples(aligned.view(), format, lost);
+    out.lost = lost.lost;
   }
+  if (status != DecodeStatus::ok) fail(record, name_, "LOST record", status);
   return out;
 }
 

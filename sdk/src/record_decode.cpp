@@ -38,9 +38,11 @@ class Cursor {
     std::memcpy(&second, bytes_.data() + pos_ + 4, 4);
     pos_ += 8;
   }
-  // `count` words in place. Records are 8-aligned in the ring and in its scratch copy.
+  // `count` words in place. Records are 8-aligned in the ring and in its scratch copy, and the kernel keeps
+  // every field 8-aligned; a misaligned position means a size field lied (e.g. a corrupt STACK_USER size).
   std::span<const std::uint64_t> words(std::uint64_t count) noexcept {
-    if (count > remaining() / 8 || !need(count * 8)) {
+    if (reinterpret_cast<std::uintptr_t>(bytes_.data() + pos_) % alignof(std::uint64_t) != 0 ||
+        count > remaining() / 8 || !need(count * 8)) {
       ok_ = false;
       return {};
     }

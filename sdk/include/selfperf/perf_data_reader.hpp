@@ -144,7 +144,7 @@ class PerfDataReader {
   const FeatureSectionInfo* find_feature(PerfFeature f) const noexcept;
   void read_event_desc();
   std::size_t event_index_for_sample(const PerfRecord& record) const;
-  std::size_t trailer_bytes(std::size_t event_index) const;
+  std::size_t event_index_for_trailer(const PerfRecord& record) const;
 
   std::string name_;
   int fd_ = -1;

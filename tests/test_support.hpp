@@ -1,0 +1,52 @@
+#pragma once
+// Helpers shared by the unit tests: CPU time of this thread, burning it, sleeping, fresh page faults.
+#include <doctest.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace selfperf::test {
+
+inline std::uint64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+inline volatile std::uint64_t burn_sink;
+
+// Burns at least `ns` of this thread's CPU time in user space: task-clock grows by at least that much, and
+// a cpu-clock sampler sees this function.
+inline void burn_cpu(std::uint64_t ns) {
+  const std::uint64_t start = thread_cpu_ns();
+  std::uint64_t x = 1;
+  while (thread_cpu_ns() - start < ns) {
+    for (int i = 0; i < 10000; ++i) x = x * 6364136223846793005ULL + 1;
+    burn_sink = x;
+  }
+}
+
+// Sleeps `ms` milliseconds, the whole of it even if a signal interrupts the sleep.
+inline void sleep_ms(long ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000};
+  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// Writes one byte to each of `pages` freshly mapped pages: at least `pages` user page faults. Huge pages are
+// refused so that each 4 KiB page faults on its own.
+inline void touch_fresh_pages(std::size_t pages) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* mem = ::mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  ::madvise(mem, pages * page, MADV_NOHUGEPAGE);
+  for (std::size_t i = 0; i < pages; ++i) static_cast<volatile char*>(mem)[i * page] = 1;
+  ::munmap(mem, pages * page);
+}
+
+}  // namespace selfperf::test
