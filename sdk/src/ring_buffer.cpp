@@ -114,6 +114,12 @@ RingBuffer& RingBuffer::operator=(RingBuffer&& other) noexcept {
 
 RingBuffer::~RingBuffer() { release(); }
 
+void RingBuffer::forget_mapping() noexcept {
+  map_ = nullptr;
+  control_ = nullptr;
+  data_ = nullptr;
+}
+
 void RingBuffer::release() noexcept {
   if (map_ != nullptr) ::munmap(map_, map_length_);
   map_ = nullptr;

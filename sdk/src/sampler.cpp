@@ -137,6 +137,7 @@ SamplerCore::~SamplerCore() { stop(); }
 
 void SamplerCore::start() {
   std::lock_guard lock(mutex_);
+  adopt_after_fork();
   if (stopped.load()) throw Error("Sampler::start after stop(): create a new Sampler");
   if (started.load()) return;
   signo = install_signal_handlers(options.signal);
@@ -150,6 +151,7 @@ void SamplerCore::attach_this_thread() {
   const void* marker = this_thread_marker();
   {
     std::lock_guard lock(mutex_);
+    adopt_after_fork();
     if (stopped.load()) throw Error("Sampler::attach_this_thread after stop(): create a new Sampler");
     for (auto& s : states_)
       if (!s->detached && s->thread_marker == marker) return;
@@ -192,9 +194,8 @@ void SamplerCore::attach_this_thread() {
 void SamplerCore::detach(ThreadState& s) {
   if (s.detached) return;
   s.detached = true;
-  // A forked child shares the parent's open event (same file description): disabling it there would stop
-  // the parent's sampling when the child exits. The child only drops its copy of the descriptor.
-  if (getpid() == pid_) ioctl(s.fd, PERF_EVENT_IOC_DISABLE, 0);
+  // Only ever an event of this process: adopt_after_fork() has dropped the ones a forked child inherited.
+  ioctl(s.fd, PERF_EVENT_IOC_DISABLE, 0);
   unpublish_event(s.fd, &s);  // after this no handler touches s
   if (s.ring) {
     s.lost_kernel.store(s.ring->stats().total_lost(), std::memory_order_relaxed);
@@ -205,9 +206,38 @@ void SamplerCore::detach(ThreadState& s) {
   s.fd = -1;
 }
 
+// fork() copies the parent's descriptors, which are the parent's open events (one file description, the
+// same kernel event, counting and signalling the parent's threads): an ioctl through the child's copy
+// disables, enables or re-arms the parent's sampling. The ring mappings are not copied at all (perf_mmap
+// marks them VM_DONTCOPY), so their addresses are free in the child and may hold the child's own memory by
+// now. The child therefore closes its copies, forgets the mappings and the parent's samples and counts,
+// and carries on with no thread attached.
+//
+// Checked lazily at each entry rather than in a pthread_atfork child handler: that handler may make only
+// async-signal-safe calls (no free(), no lock), while here the child holds mutex_ like any other caller.
+// Taking every sampler's locks in a prepare handler would deadlock a fork() from inside a drain() callback.
+void SamplerCore::adopt_after_fork() {
+  const pid_t self = getpid();
+  if (self == pid_) return;
+  for (auto& s : states_) {
+    if (s->ring) s->ring->forget_mapping();
+    s->ring.reset();
+    if (s->fd >= 0) {
+      withdraw_inherited_event(s->fd, s.get());
+      ::close(s->fd);  // the child's copy only: the parent's descriptor keeps the event open
+      s->fd = -1;
+    }
+  }
+  states_.clear();
+  finished_ = {};
+  ignored_at_start_ = ignored_signal_count();
+  pid_ = self;
+}
+
 void SamplerCore::detach_this_thread() {
   const void* marker = this_thread_marker();
   std::lock_guard lock(mutex_);
+  adopt_after_fork();
   for (auto& s : states_)
     if (!s->detached && s->thread_marker == marker) detach(*s);
 }
@@ -231,6 +261,7 @@ std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
   std::vector<std::shared_ptr<ThreadState>> snapshot;
   {
     std::lock_guard lock(mutex_);
+    adopt_after_fork();
     snapshot = states_;
   }
   std::size_t n = 0;
@@ -247,6 +278,7 @@ std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
 
 Sampler::Totals SamplerCore::stop() {
   std::lock_guard lock(mutex_);
+  adopt_after_fork();
   for (auto& s : states_) detach(*s);
   stopped = true;
   Sampler::Totals t = finished_;

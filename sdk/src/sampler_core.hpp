@@ -70,6 +70,9 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
 
  private:
   void detach(ThreadState& state);  // caller holds mutex_
+  // In a forked child, drops everything inherited from the parent; a no-op in the process that created the
+  // events. Every public entry calls it first, holding mutex_.
+  void adopt_after_fork();
   void add_totals(Sampler::Totals& totals, const ThreadState& state) const;
 
   std::mutex mutex_;
@@ -77,7 +80,7 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
   Sampler::Totals finished_;                          // states already drained and freed
   std::uint64_t ignored_at_start_ = 0;
   std::mutex drain_mutex_;  // drain() runs one consumer at a time per buffer
-  pid_t pid_ = 0;
+  pid_t pid_ = 0;  // the process whose threads the events in states_ belong to
 };
 
 // ---- signal side (sampler_signal.cpp) ----
@@ -91,6 +94,9 @@ int install_signal_handlers(int requested);
 // Publishes / withdraws an event for the handlers. unpublish_event returns once no handler uses `state`.
 void publish_event(int fd, ThreadState* state);
 void unpublish_event(int fd, const ThreadState* state) noexcept;
+// In a forked child: withdraws an event inherited from the parent without waiting for handlers (those that
+// were running at the fork ran on the parent's other threads, which the child does not have).
+void withdraw_inherited_event(int fd, const ThreadState* state) noexcept;
 constexpr int kMaxEventFd = 1 << 16;
 // Signals with our number that were not ours (si_code <= 0, unknown fd, another thread's event).
 std::uint64_t ignored_signal_count() noexcept;

@@ -242,6 +242,16 @@ void unpublish_event(int fd, const ThreadState* state) noexcept {
   while (slot.readers.load(std::memory_order_seq_cst) != 0) sched_yield();
 }
 
+void withdraw_inherited_event(int fd, const ThreadState* state) noexcept {
+  if (fd < 0 || fd >= kMaxEventFd) return;
+  EventSlot& slot = g_events[fd];
+  ThreadState* expected = const_cast<ThreadState*>(state);
+  if (!slot.state.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst)) return;
+  // A count copied at fork() belongs to handlers on threads that do not exist in this process: nobody will
+  // ever lower it, and waiting for it would hang.
+  slot.readers.store(0, std::memory_order_seq_cst);
+}
+
 std::uint64_t ignored_signal_count() noexcept { return g_ignored.load(std::memory_order_relaxed); }
 
 void warm_up_from_signal(int signo, ThreadState& state) noexcept {

@@ -97,6 +97,10 @@ class RingBuffer {
   std::size_t data_size() const noexcept { return mask_ + 1; }
   // Whether this RingBuffer mmapped the memory itself (vs. caller-provided).
   bool owns_mapping() const noexcept { return map_ != nullptr; }
+  // Forgets the mapping without unmapping it; afterwards the RingBuffer may only be destroyed or assigned
+  // to (stats() stays readable). For a forked child: the kernel does not copy a perf mapping into the child
+  // (VM_DONTCOPY), so that address range is free there and may by now hold something else of the child's.
+  void forget_mapping() noexcept;
 
  private:
   std::uint64_t load_head() const noexcept;

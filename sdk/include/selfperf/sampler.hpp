@@ -33,6 +33,18 @@
 // Handlers stay installed after stop(): a signal still queued for a closed event is ignored, never left to
 // the default action (which would terminate the process).
 //
+// Fork. A child of fork() inherits copies of the parent's event descriptors: they are the parent's events,
+// counting and signalling the parent's threads, so the child must never ioctl them; the ring buffers'
+// mappings are not inherited at all. The first Sampler call in the child (any method, the destructor, a
+// thread's exit hook) therefore drops what the child inherited without touching the parent's sampling: it
+// closes the child's copies of the descriptors, forgets the mappings without unmapping, and discards the
+// buffered samples and the counts, which are the parent's. From then on the Sampler is the child's own:
+// drain() and stop() see only threads the child attaches (zero totals until it does), attach_this_thread()
+// opens events for the child's threads (sampling at once if the parent had started the Sampler) and start()
+// works as in any process; a Sampler stopped before the fork stays stopped. As with any lock across fork(),
+// a child of a multithreaded parent may call the Sampler only if no other thread was inside a Sampler call
+// at the fork; a child that only exec()s or _exit()s needs nothing (the descriptors are close-on-exec).
+//
 // The signal is a real-time one (queued, one per overflow); when the process's queue of pending signals is
 // full the kernel sends SIGIO instead, which the sampler also handles (the signal's samples are not lost:
 // the kernel ring buffer still holds them). An existing SIGIO handler is chained.
