@@ -35,11 +35,11 @@ build() {  # build <dir> [cmake args…]
 install_missing
 case "$mode" in
   demo)
-    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF
+    build build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF -DSELFPERF_BUILD_BENCH=OFF
     for program in capabilities hot_loop profile_me; do
-      [ -x build/samples/$program ] || continue
-      echo; echo "== build/samples/$program"
-      (cd build && ./samples/$program)
+      [ -x build-demo/samples/$program ] || continue
+      echo; echo "== build-demo/samples/$program"
+      (cd build-demo && ./samples/$program)
     done
     ;;
   test)
