@@ -26,6 +26,25 @@ install_missing() {
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# The unprivileged pass needs `nobody` to reach the tree: open o+x on ancestors that lack it (e.g. /root)
+# for the duration of that pass only.
+opened_dirs=()
+open_path_for_nobody() {
+  local dir=$PWD
+  while [ "$dir" != / ]; do
+    if [ $((0$(stat -c %a "$dir") & 1)) -eq 0 ]; then  # this directory itself lacks o+x
+      chmod o+x "$dir" && opened_dirs+=("$dir")
+    fi
+    dir=$(dirname "$dir")
+  done
+  [ ${#opened_dirs[@]} -eq 0 ] || echo "== opened o+x for the unprivileged run: ${opened_dirs[*]}"
+}
+close_path_for_nobody() {
+  local d
+  for d in "${opened_dirs[@]}"; do chmod o-x "$d"; done
+  opened_dirs=()
+}
+
 build() {  # build <dir> [cmake args…]
   local dir=$1; shift
   cmake -S . -B "$dir" -DSELFPERF_WERROR=ON "$@" >/dev/null
@@ -50,7 +69,10 @@ case "$mode" in
     build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
     # Most users are not root: the whole suite again as nobody (perf_event_paranoid applies to them).
     mkdir -p build/Testing/Temporary && chmod -R a+rwX build/Testing
+    open_path_for_nobody
+    trap close_path_for_nobody EXIT
     (cd build && setpriv --reuid=65534 --regid=65534 --clear-groups ctest -j"$jobs" --output-on-failure)
+    close_path_for_nobody
     # Hardware-only tests: show what they said (on a VM: "skipped: no hardware PMU").
     (cd build && ctest -L hardware -V 2>&1 | grep -E "^[0-9]+: (skipped|\[doctest\] test cases)" || true)
     (cd build && ctest -j"$jobs" --output-on-failure)
