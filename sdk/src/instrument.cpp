@@ -11,7 +11,7 @@
 
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
-#include "selfperf/probe.hpp"
+#include "perf_syscall.hpp"
 
 namespace selfperf {
 
@@ -64,7 +64,7 @@ void resolve_events(Registry& r) {
   if (const char* env = std::getenv("SELFPERF_EVENTS"); env && *env) {
     r.events = split_events(env);
     r.events_reason = "from SELFPERF_EVENTS";
-  } else if (probe().hardware_events) {
+  } else if (detail::hardware_cycles_available()) {
     r.events = {"cycles", "instructions", "branch-misses"};
     r.events_reason = "defaults for a machine with a hardware PMU";
   } else {

@@ -64,6 +64,19 @@ bool has_perf_privilege() noexcept {
 
 bool kernel_counting_allowed() noexcept { return has_perf_privilege() || perf_event_paranoid() < 2; }
 
+bool hardware_cycles_available() noexcept {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.config = PERF_COUNT_HW_CPU_CYCLES;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;  // allowed at every paranoid level below 3
+  attr.exclude_hv = 1;
+  Fd fd(perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  return static_cast<bool>(fd);
+}
+
 std::string open_error_message(int err, const perf_event_attr& attr, std::string_view event_name) {
   std::string name(event_name);
   std::string head = "cannot open event '" + name + "': " + std::strerror(err) + ". ";

@@ -46,6 +46,10 @@ bool has_perf_privilege() noexcept;
 // Whether an event that does not exclude the kernel may be opened by this process.
 bool kernel_counting_allowed() noexcept;
 
+// Whether `cycles:u` opens on this thread: the one test for "is there a hardware PMU" that picks default
+// events (sampler, scopes) and gates hardware-only tests. Sets errno to the open's error when it does not.
+bool hardware_cycles_available() noexcept;
+
 // Reads a small text file (sysfs, procfs); empty string when it does not exist.
 std::string read_text_file(const std::string& path);
 

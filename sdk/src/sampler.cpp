@@ -21,20 +21,6 @@ namespace {
 
 constexpr std::size_t kMaxDepth = 1024;
 
-bool hardware_cycles_available() noexcept {
-  perf_event_attr attr{};
-  attr.size = sizeof attr;
-  attr.type = PERF_TYPE_HARDWARE;
-  attr.config = PERF_COUNT_HW_CPU_CYCLES;
-  attr.disabled = 1;
-  attr.exclude_kernel = 1;
-  attr.exclude_hv = 1;
-  int fd = perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
-}
-
 void validate(const Sampler::Options& o) {
   if ((o.period == 0) == (o.frequency == 0))
     throw Error("Sampler::Options: set exactly one of period (events between samples) and frequency (Hz); "
@@ -96,7 +82,7 @@ ThreadState::~ThreadState() {
 SamplerCore::SamplerCore(Sampler::Options o) : options(std::move(o)) {
   validate(options);
   std::string text = options.event;
-  if (text.empty()) text = hardware_cycles_available() ? "cycles" : "cpu-clock";
+  if (text.empty()) text = detail::hardware_cycles_available() ? "cycles" : "cpu-clock";
   EventSpec spec = parse_event(text);
   attr = to_attr(spec);
   // Unprivileged (perf_event_paranoid 2) processes may only sample user space; an event that names its
