@@ -31,6 +31,7 @@
 #include <ucontext.h>
 
 #include "selfperf/sampler.hpp"
+#include "selfperf/tsc_clock.hpp"
 #include "selfperf/unwind.hpp"
 
 using selfperf::Sampler;
@@ -50,11 +51,24 @@ template <typename Fn>
   asm volatile("" ::: "memory");  // not a tail call: each level keeps its frame
 }
 
+double now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e9 * static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 // ---------- the floor: a bare handler, and one that walks frame pointers ----------
 
 enum class FloorMode { empty, frame_walk };
 FloorMode g_floor_mode = FloorMode::empty;
 selfperf::StackBounds g_floor_stack;
+const selfperf::CodeMap* g_floor_code = nullptr;
 std::array<std::uint64_t, 256> g_floor_frames;
 volatile std::size_t g_floor_depth = 0;
 
@@ -79,6 +93,52 @@ void BM_floor(benchmark::State& state, FloorMode mode) {
   g_floor_depth = 0;
   at_depth(depth, body);
   state.counters["frames"] = static_cast<double>(g_floor_depth);
+}
+
+// The walk alone, timed inside a real signal handler (after the kernel has built the signal frame), apart
+// from the cost of delivery, which on a shared machine varies more than the walk costs.
+struct TimedWalk {
+  std::vector<std::uint64_t> ticks;  // sized up front: the handler only stores
+  std::size_t count = 0;
+  std::size_t frames = 0;
+};
+TimedWalk* g_timed = nullptr;
+
+void timed_walk_handler(int, siginfo_t*, void* context) {
+  TimedWalk& t = *g_timed;
+  const auto regs = selfperf::RegisterState::from(*static_cast<const ucontext_t*>(context));
+  const std::uint64_t t0 = selfperf::TscClock::now_tsc();
+  t.frames = selfperf::unwind_frame_pointer(regs, g_floor_stack, g_floor_frames, g_floor_code);
+  const std::uint64_t ticks = selfperf::TscClock::now_tsc() - t0;
+  if (t.count < t.ticks.size()) t.ticks[t.count++] = ticks;
+}
+
+void BM_walk_in_handler(benchmark::State& state) {
+  int depth = static_cast<int>(state.range(0));
+  TimedWalk timed;
+  timed.ticks.resize(1 << 21);
+  g_timed = &timed;
+  g_floor_stack = selfperf::StackBounds::of_this_thread();
+  g_floor_code = selfperf::CodeMap::refresh();
+  struct sigaction sa {}, old{};
+  sa.sa_sigaction = timed_walk_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(g_floor_signal, &sa, &old);
+  const pid_t pid = getpid();
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  const double ns0 = now_ns();
+  const std::uint64_t tsc0 = selfperf::TscClock::now_tsc();
+  auto body = [&] {
+    for (auto _ : state) syscall(SYS_tgkill, pid, tid, g_floor_signal);
+  };
+  at_depth(depth, body);
+  const double ns_per_tick = (now_ns() - ns0) / static_cast<double>(selfperf::TscClock::now_tsc() - tsc0);
+  sigaction(g_floor_signal, &old, nullptr);
+  std::vector<double> ns(timed.ticks.begin(), timed.ticks.begin() + static_cast<std::ptrdiff_t>(timed.count));
+  for (double& v : ns) v *= ns_per_tick;
+  state.counters["frames"] = static_cast<double>(timed.frames);
+  state.counters["walk_ns"] = median(std::move(ns));
 }
 
 // ---------- the unwinders alone, without signal delivery (less noise on a loaded machine) ----------
@@ -302,6 +362,7 @@ void register_all() {
   for (int depth : {13, 130}) {
     benchmark::RegisterBenchmark("handler/floor:empty", BM_floor, FloorMode::empty)->Arg(depth);
     benchmark::RegisterBenchmark("handler/floor:empty+frame_walk", BM_floor, FloorMode::frame_walk)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/frame_walk_timed_inside", BM_walk_in_handler)->Arg(depth);
     benchmark::RegisterBenchmark("handler/frame_pointer", BM_handler, Unwinder::frame_pointer,
                                  Sampler::Rearm::overflow_signal)->Arg(depth);
     benchmark::RegisterBenchmark("handler/libunwind", BM_handler, Unwinder::libunwind,

@@ -79,6 +79,10 @@ constexpr std::uintptr_t kPageSize = 4096;
     if (top != next && code->is_return_address(top)) out[n++] = top;
   }
 
+  // The loop runs at the L1 load-to-use latency (4-5 cycles a frame): each frame's address is the previous
+  // load's result. Confirming the unchanged outer frames against a memo of the previous walk with
+  // independent loads was tried (bench_sampler, interleaved): 0.68-1.15x this loop at 130 frames depending
+  // on how busy the core's other hyperthread was, 1.3x at 15 frames, so it was not kept.
   // Every frame lies above the interrupted stack pointer (itself inside the stack) and leaves room for its
   // 16-byte record below the top: two compares per frame keep each load inside the stack.
   std::uintptr_t floor = regs.sp;
