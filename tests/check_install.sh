@@ -18,11 +18,12 @@ project(consumer CXX)
 set(CMAKE_CXX_STANDARD 20)
 find_package(selfperf REQUIRED)
 add_executable(consumer main.cpp)
-target_link_libraries(consumer PRIVATE selfperf::selfperf)
+target_link_libraries(consumer PRIVATE selfperf::selfperf selfperf::thread_hook)
 CM
 cat > "$work/app/main.cpp" <<'CPP'
 #include <selfperf/selfperf.hpp>
 #include <cstdio>
+#include <thread>
 int main() {
   selfperf::CounterGroup group{"task-clock"};
   group.enable();
@@ -30,7 +31,17 @@ int main() {
   for (int i = 0; i < 1000000; ++i) x = x + i;
   auto r = group.read();
   std::printf("task-clock %llu\n", static_cast<unsigned long long>(r[0].value));
-  return r[0].value > 0 ? 0 : 1;
+  // selfperf::thread_hook: a thread started after start() is attached by itself.
+  selfperf::Sampler::Options o;
+  o.event = "cpu-clock";
+  o.frequency = 100;
+  o.attach_new_threads = true;
+  selfperf::Sampler sampler(o);
+  sampler.start();
+  std::thread([] {}).join();
+  auto totals = sampler.stop();
+  std::printf("threads attached %zu\n", totals.threads.size());
+  return r[0].value > 0 && totals.threads.size() == 1 && totals.attach_failed == 0 ? 0 : 1;
 }
 CPP
 # Sanitizer builds need the same runtime in the consumer.

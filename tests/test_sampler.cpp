@@ -272,3 +272,19 @@ TEST_CASE("signals that the kernel did not raise for our events are ignored and 
   CHECK(totals.signals == 0);
   CHECK(totals.ignored >= 3);
 }
+
+TEST_CASE("attach_new_threads without the pthread_create hook linked in: start() says what to link") {
+  Sampler::Options o;
+  o.event = "cpu-clock";
+  o.frequency = 100;
+  o.attach_new_threads = true;
+  Sampler sampler(o);
+  try {
+    sampler.start();
+    FAIL("start() accepted attach_new_threads without selfperf::thread_hook");
+  } catch (const selfperf::Error& e) {
+    CHECK(std::string(e.what()).find("selfperf::thread_hook") != std::string::npos);
+    CHECK(std::string(e.what()).find("attach_new_threads") != std::string::npos);
+  }
+  CHECK_FALSE(sampler.running());
+}

@@ -1,6 +1,8 @@
 // Profiler: Sampler → drain thread → PerfDataWriter (streamed) + folded stacks; files finished at stop().
 #include "selfperf/profile.hpp"
 
+#include "new_threads.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -98,6 +100,7 @@ void Profiler::start() {
   so.event = s.options.event;
   so.frequency = s.options.frequency;
   so.unwinder = s.options.unwinder;
+  so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
   s.sampler.emplace(so);
 
   EventDescription ev;
@@ -113,7 +116,7 @@ void Profiler::start() {
   s.sampler->start();
   s.sampler->attach_this_thread();
   s.drainer = std::thread([&s] {
-    s.sampler->detach_this_thread();  // attached by the preload's pthread_create hook: the drainer is not profiled
+    s.sampler->detach_this_thread();  // attached by the pthread_create hook, if any: the drainer is not profiled
     std::unique_lock lock(s.mu);
     while (!s.stopping) {
       s.wake.wait_for(lock, kDrainInterval);

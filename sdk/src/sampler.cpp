@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "new_threads.hpp"
 #include "sampler_core.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
@@ -126,11 +128,27 @@ void SamplerCore::start() {
   adopt_after_fork();
   if (stopped.load()) throw Error("Sampler::start after stop(): create a new Sampler");
   if (started.load()) return;
+  if (options.attach_new_threads && !thread_hook_present())
+    throw Error("Sampler::Options::attach_new_threads needs selfperf's pthread_create hook in this program: "
+                "link selfperf::thread_hook (CMake: target_link_libraries(<app> PRIVATE selfperf::thread_hook)), "
+                "or attach threads yourself with Sampler::ThreadAttachment or sampler.attached(fn)");
   signo = install_signal_handlers(options.signal);
   ignored_at_start_ = ignored_signal_count();
   for (auto& s : states_)
     if (!s->detached) enable(*s);
   started = true;
+  if (options.attach_new_threads) attach_new_threads_to(shared_from_this());
+}
+
+void SamplerCore::attach_new_thread() noexcept {
+  if (stopped.load() || !started.load()) return;
+  try {
+    attach_this_thread();
+  } catch (const std::exception& e) {
+    if (stopped.load()) return;  // raced with stop(): nothing to sample any more
+    attach_failed.fetch_add(1, std::memory_order_relaxed);
+    std::fprintf(stderr, "selfperf: new thread %d not sampled: %s\n", static_cast<int>(current_tid()), e.what());
+  }
 }
 
 void SamplerCore::attach_this_thread() {
@@ -263,6 +281,7 @@ std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
 }
 
 Sampler::Totals SamplerCore::stop() {
+  if (options.attach_new_threads) stop_attaching_new_threads(this);  // before the lock: the hook attaches under it
   std::lock_guard lock(mutex_);
   adopt_after_fork();
   for (auto& s : states_) detach(*s);
@@ -270,6 +289,7 @@ Sampler::Totals SamplerCore::stop() {
   Sampler::Totals t = finished_;
   for (auto& s : states_) add_totals(t, *s);
   if (started.load()) t.ignored = ignored_signal_count() - ignored_at_start_;
+  t.attach_failed = attach_failed.load();
   return t;
 }
 

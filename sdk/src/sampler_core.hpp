@@ -60,6 +60,9 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
   void detach_this_thread();
   std::size_t drain(void (*call)(void*, const Sample&), void* fn);
   Sampler::Totals stop();
+  // Called by the pthread_create hook on a new thread (attach_new_threads); failures are counted and
+  // reported on stderr, never thrown into the thread.
+  void attach_new_thread() noexcept;
 
   Sampler::Options options;
   perf_event_attr attr{};
@@ -67,6 +70,7 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
   std::atomic<int> signo{0};
   std::atomic<bool> started{false};
   std::atomic<bool> stopped{false};
+  std::atomic<std::uint64_t> attach_failed{0};
 
  private:
   void detach(ThreadState& state);  // caller holds mutex_

@@ -13,10 +13,12 @@
 //     sampler.drain([](const selfperf::Sample& s) { use(s.tid, s.frames); });
 //     auto totals = sampler.stop();
 //
-// Threads started after start() are not attached by themselves: attach at the top of the thread function
-// (ThreadAttachment above), or wrap the function with `sampler.attached(fn)`. A thread that exits while
-// attached is detached by a thread_local destructor: its event is disabled and closed, its buffered samples
-// stay available to drain().
+// Threads started after start() are attached in one of three ways: at the top of the thread function
+// (ThreadAttachment above), by wrapping the function (`std::thread t(sampler.attached(fn))`), or for every
+// thread at once with Options::attach_new_threads, which needs selfperf's pthread_create hook linked in
+// (CMake: `target_link_libraries(app PRIVATE selfperf::thread_hook)`; the preload library has it). A thread
+// that exits while attached is detached by a thread_local destructor: its event is disabled and closed, its
+// buffered samples stay available to drain().
 //
 // Interrupted system calls. The handler is installed with SA_RESTART, so read/write/wait and friends resume.
 // Per signal(7), these are never restarted and fail with EINTR when a sample lands during them, whatever
@@ -92,6 +94,10 @@ class Sampler {
     std::size_t buffer_capacity = 1024;  // samples buffered per thread before drain()
     Rearm rearm = Rearm::ring_buffer;
     std::size_t ring_pages = 2;        // data pages of the kernel ring buffer (power of two)
+    // Attach every thread created after start() (pthread_create, std::thread) before its function runs.
+    // Needs selfperf's pthread_create hook in the program: link selfperf::thread_hook (or run under the
+    // preload library); start() throws saying so when it is missing.
+    bool attach_new_threads = false;
   };
 
   struct ThreadTotals {
@@ -110,6 +116,7 @@ class Sampler {
     std::uint64_t signals = 0;         // handler runs for one of our events
     std::uint64_t sigio = 0;           // SIGIO fallbacks (real-time signal queue full)
     std::uint64_t ignored = 0;         // our signal number, not raised by the kernel for our events (process-wide)
+    std::uint64_t attach_failed = 0;   // new threads attach_new_threads could not attach (reason on stderr)
     std::vector<ThreadTotals> threads;
   };
 

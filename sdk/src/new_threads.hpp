@@ -1,0 +1,19 @@
+#pragma once
+// Samplers started with Options::attach_new_threads, and the pthread_create hook that serves them
+// (sdk/hook/thread_hook.cpp: selfperf::thread_hook, also inside the preload library).
+#include <memory>
+
+namespace selfperf::detail {
+
+class SamplerCore;
+
+// Whether the hook is linked into this program.
+bool thread_hook_present() noexcept;
+// From now on every thread the hook sees starting is attached to `core` before its function runs.
+void attach_new_threads_to(const std::shared_ptr<SamplerCore>& core);
+void stop_attaching_new_threads(const SamplerCore* core);
+
+}  // namespace selfperf::detail
+
+// Called by the hook on the new thread, before the thread's function.
+extern "C" void selfperf_thread_started() noexcept;

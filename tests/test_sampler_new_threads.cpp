@@ -1,0 +1,121 @@
+// Options::attach_new_threads with selfperf::thread_hook linked in (this binary links it; test_sampler does
+// not, and checks the error): threads created after start() are attached before their function runs,
+// whether they come from std::thread or pthread_create; threads from before start() or after stop() are not.
+#include <doctest.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "selfperf/sampler.hpp"
+#include "test_support.hpp"
+
+using selfperf::Sampler;
+
+namespace {
+
+// This process's perf event descriptors; an attached thread owns one.
+int perf_fds() {
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec).string().find("perf_event") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+struct Seen {
+  pid_t tid = 0;
+  int perf_fds = 0;  // counted by the thread itself, first thing in its function
+};
+
+Seen run_and_burn() {
+  Seen seen{gettid(), perf_fds()};
+  selfperf::test::burn_cpu(60'000'000);  // 60 ms of this thread's CPU time at 1 kHz: ~60 samples
+  return seen;
+}
+
+void* pthread_body(void* out) {
+  *static_cast<Seen*>(out) = run_and_burn();
+  return nullptr;
+}
+
+Sampler::Options options() {
+  Sampler::Options o;
+  o.event = "cpu-clock";
+  o.frequency = 1000;
+  o.attach_new_threads = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("attach_new_threads attaches std::thread and pthread_create threads started after start(), and only those") {
+  const int baseline = perf_fds();
+  Sampler sampler(options());
+
+  // Running before start(): not attached, though it keeps running while the sampler samples.
+  std::atomic<bool> early_running{false}, sampler_started{false};
+  Seen early;
+  std::thread before([&] {
+    early_running = true;
+    while (!sampler_started) std::this_thread::yield();
+    early = run_and_burn();
+  });
+  while (!early_running) std::this_thread::yield();
+
+  sampler.start();
+  sampler_started = true;
+  Seen from_std;
+  std::thread([&] { from_std = run_and_burn(); }).join();
+  Seen from_pthread;
+  pthread_t raw;
+  REQUIRE(pthread_create(&raw, nullptr, pthread_body, &from_pthread) == 0);
+  pthread_join(raw, nullptr);
+  before.join();
+
+  // Each new thread saw its own event open before its function ran; the early thread saw none of its own.
+  CHECK(from_std.perf_fds == baseline + 1);
+  CHECK(from_pthread.perf_fds == baseline + 1);
+  CHECK(early.perf_fds == baseline);
+  CHECK(perf_fds() == baseline);  // exited threads closed their events
+
+  std::map<pid_t, int> samples;
+  sampler.drain([&](const selfperf::Sample& s) { ++samples[s.tid]; });
+  Sampler::Totals totals = sampler.stop();
+  CHECK(totals.attach_failed == 0);
+  CHECK(samples[from_std.tid] > 0);
+  CHECK(samples[from_pthread.tid] > 0);
+  CHECK(samples.count(early.tid) == 0);
+  INFO("std::thread " << samples[from_std.tid] << " samples, pthread " << samples[from_pthread.tid]);
+
+  // After stop(): new threads are left alone.
+  Seen after;
+  std::thread([&] { after = Seen{gettid(), perf_fds()}; }).join();
+  CHECK(after.perf_fds == baseline);
+}
+
+TEST_CASE("two samplers that both ask for new threads each get them; one without the option does not") {
+  const int baseline = perf_fds();
+  Sampler a(options());
+  Sampler b(options());
+  Sampler::Options plain = options();
+  plain.attach_new_threads = false;
+  Sampler c(plain);
+  a.start();
+  b.start();
+  c.start();
+  Seen seen;
+  std::thread([&] { seen = Seen{gettid(), perf_fds()}; }).join();
+  CHECK(seen.perf_fds == baseline + 2);
+  b.stop();
+  std::thread([&] { seen = Seen{gettid(), perf_fds()}; }).join();
+  CHECK(seen.perf_fds == baseline + 1);
+  a.stop();
+  c.stop();
+}
