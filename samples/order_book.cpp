@@ -5,11 +5,14 @@
 // Two clocks, each where it fits: a message takes ~100 ns, far below what a CounterGroup read resolves (without a
 // PMU a read is a read(2) syscall that costs more than the message itself), so each message is timed with the
 // cheapest clock there is (rdtsc where the TSC is invariant, else CLOCK_MONOTONIC via the vDSO), and the counter
-// group is read once per batch of messages through selfperf::FrameLoop.
+// group is read once per batch of messages through selfperf::FrameLoop. Where the PMU lets user space read
+// cycles with rdpmc (CounterGroup::read_path() says "rdpmc"), each message's cycles are counted too: a read
+// then costs a few dozen cycles and no system call.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -247,8 +250,8 @@ Clock make_clock() {
   return clock;
 }
 
-void print_row(const char* name, const selfperf::Histogram& h) {
-  const auto f = [](std::uint64_t v) { return selfperf::format_value(v, "ns"); };
+void print_row(const char* name, const selfperf::Histogram& h, const char* unit = "ns") {
+  const auto f = [unit](std::uint64_t v) { return selfperf::format_value(v, unit); };
   std::printf("  %-18s %9llu %10s %10s %10s %10s %10s %10s\n", name, static_cast<unsigned long long>(h.count()),
               f(h.p50()).c_str(), f(h.p90()).c_str(), f(h.p99()).c_str(), f(h.p999()).c_str(),
               f(h.percentile(99.99)).c_str(), f(h.max()).c_str());
@@ -289,6 +292,26 @@ int main() {
               selfperf::format_value(timer_floor.p50(), "ns").c_str(),
               selfperf::format_value(read_cost.p50(), "ns").c_str(), path.c_str());
 
+  // Per-message cycles, only where a read is an rdpmc (a read(2) would cost more than the message).
+  std::optional<selfperf::CounterGroup> cycles;
+  std::string no_cycles = "no hardware PMU here: cycles cannot be opened";
+  if (hardware) {
+    try {
+      cycles.emplace(std::initializer_list<std::string_view>{"cycles:u"});
+      cycles->enable();
+      cycles->read(reading);
+      if (!cycles->read_path().starts_with("rdpmc")) {
+        no_cycles = "cycles:u reads via " + std::string(cycles->read_path());
+        cycles.reset();
+      }
+    } catch (const selfperf::Error& e) {
+      no_cycles = e.what();
+      cycles.reset();
+    }
+  }
+  selfperf::GroupReading c0, c1;
+  selfperf::Histogram cycles_all, cycles_by_kind[kKinds];
+
   OrderBook book(kLevels, kMessages);
   Generator generator(kLevels);
   selfperf::Histogram all, by_kind[kKinds];
@@ -305,10 +328,17 @@ int main() {
   for (std::size_t i = 0; i < kMessages; ++i) {
     if (i % kBatch == 0) batches.mark();
     const Message m = generator.next();  // generated outside the timed region
+    if (cycles) cycles->read(c0);
     const std::uint64_t t0 = clock.start();
     if (m.kind == kCancel) rejected_cancels += !book.cancel(m.id);
     else book.add(m.id, m.side, m.price, m.qty);
     const std::uint64_t ns = clock.to_ns(clock.stop() - t0);
+    if (cycles) {
+      cycles->read(c1);
+      const std::uint64_t n = c1[0].value - c0[0].value;
+      cycles_all.record(n);
+      cycles_by_kind[m.kind].record(n);
+    }
     all.record(ns);
     by_kind[m.kind].record(ns);
     if (ns > worst[4].ns) {
@@ -328,6 +358,13 @@ int main() {
               "p99.99", "max");
   print_row("all", all);
   for (int k = 0; k < kKinds; ++k) print_row(kKindNames[k], by_kind[k]);
+  if (cycles) {
+    std::printf("\nper-message cycles:u via rdpmc (includes one timer read pair and one counter read)\n");
+    print_row("all", cycles_all, "");
+    for (int k = 0; k < kKinds; ++k) print_row(kKindNames[k], cycles_by_kind[k], "");
+  } else {
+    std::printf("\nper-message cycles: not measured (%s); they need a PMU that allows rdpmc\n", no_cycles.c_str());
+  }
   std::printf("\nslowest messages (a tail this far out is usually an interrupt or preemption, not the book):\n");
   for (const auto& w : worst)
     if (w.ns) std::printf("  #%-9llu %-18s %s\n", static_cast<unsigned long long>(w.index), kKindNames[w.kind],

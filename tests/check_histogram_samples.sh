@@ -22,6 +22,9 @@ tail -n 1 "$work/frames.svg" | grep -q '</svg>' || { echo "frame_loop SVG is tru
 for want in "per-message clock: " "one CounterGroup read" "p99.9" "p99.99" "add (aggressive)" "cancel" "100 frames"; do
   grep -qF -- "$want" "$work/order_book.out" || { echo "order_book output lacks '$want':"; cat "$work/order_book.out"; exit 1; }
 done
+# Per-message cycles: counted where rdpmc works, otherwise the reason is given.
+grep -Eq '^per-message cycles(:u via rdpmc|: not measured \(.+\))' "$work/order_book.out" ||
+  { echo "order_book says nothing about per-message cycles:"; cat "$work/order_book.out"; exit 1; }
 # The book must actually trade: a broken matcher shows up as zero trades.
 grep -Eq 'book: [1-9][0-9]* trades' "$work/order_book.out" || { echo "order_book made no trades:"; cat "$work/order_book.out"; exit 1; }
 echo "frame_loop and order_book ran"
