@@ -18,7 +18,7 @@ inline std::uint64_t thread_cpu_ns() {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-inline volatile std::uint64_t burn_sink;
+inline thread_local volatile std::uint64_t burn_sink;  // per thread: burners run side by side
 
 // Burns at least `ns` of this thread's CPU time in user space: task-clock grows by at least that much, and
 // a cpu-clock sampler sees this function.
