@@ -1,10 +1,15 @@
 // Unwinders on synthetic stacks (every check that stops a walk) and on real signal contexts.
 #include <doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstring>
+#include <ios>
 #include <string_view>
+#include <vector>
+
+#include <link.h>
 #include <pthread.h>
 
 #include "sampler_workload.hpp"
@@ -130,6 +135,44 @@ TEST_CASE("stack bounds and the code map describe this process") {
   CHECK(map->contains(reinterpret_cast<std::uint64_t>(&CodeMap::refresh)));
   CHECK_FALSE(map->contains(reinterpret_cast<std::uint64_t>(&local)));
   CHECK_FALSE(map->is_return_address(reinterpret_cast<std::uint64_t>(&local)));
+}
+
+TEST_CASE("the code map answers exactly what the loader's executable segments say") {
+  struct Range {
+    std::uint64_t begin, end;
+  };
+  std::vector<Range> reference;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+            static_cast<std::vector<Range>*>(data)->push_back(
+                {info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+        }
+        return 0;
+      },
+      &reference);
+  REQUIRE(reference.size() >= 2);
+  const CodeMap* map = CodeMap::refresh();
+  auto expected = [&](std::uint64_t a) {
+    return std::any_of(reference.begin(), reference.end(), [a](const Range& r) { return a >= r.begin && a < r.end; });
+  };
+  std::vector<std::uint64_t> probes{0, 1, ~std::uint64_t{0}};
+  for (const Range& r : reference)
+    for (std::uint64_t a : {r.begin - 1, r.begin, r.begin + 1, (r.begin + r.end) / 2, r.end - 1, r.end, r.end + 1})
+      probes.push_back(a);
+  std::uint64_t x = 12345;
+  for (int i = 0; i < 20000; ++i) {  // random addresses around and between the segments
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const Range& r = reference[(x >> 20) % reference.size()];
+    probes.push_back(r.begin + (x >> 33) % ((r.end - r.begin) * 3) - (r.end - r.begin));
+  }
+  for (std::uint64_t a : probes) {
+    INFO("address 0x" << std::hex << a);
+    REQUIRE(map->contains(a) == expected(a));
+    if (!expected(a)) REQUIRE_FALSE(map->is_return_address(a));
+  }
 }
 
 // ---- real contexts: outer → middle → inner, which signals itself ----

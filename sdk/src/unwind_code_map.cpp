@@ -55,24 +55,28 @@ const CodeMap* CodeMap::refresh() {
       map.get());
   std::sort(map->segments_, map->segments_ + map->count_,
             [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+  if (map->count_ > 0) {
+    map->lowest_ = map->segments_[0].begin;
+    for (std::size_t i = 0; i < map->count_; ++i) map->highest_ = std::max(map->highest_, map->segments_[i].end);
+  }
   const CodeMap* published = map.get();
   all_snapshots().push_back(std::move(map));
   g_current.store(published, std::memory_order_release);
   return published;
 }
 
+// Called from signal handlers with whatever the stack holds: a binary search whose steps are conditional
+// moves, not branches the predictor would miss on every new value.
 const CodeMap::Segment* CodeMap::find(std::uint64_t addr) const noexcept {
-  const Segment* end = segments_ + count_;
-  const Segment* it = std::upper_bound(segments_, end, addr,
-                                       [](std::uint64_t a, const Segment& s) { return a < s.begin; });
-  if (it == segments_) return nullptr;
-  --it;
-  return addr < it->end ? it : nullptr;
+  if (count_ == 0) return nullptr;
+  const Segment* base = segments_;
+  for (std::size_t n = count_; n > 1; n -= n / 2) base = base[n / 2].begin <= addr ? base + n / 2 : base;
+  return base->begin <= addr && addr < base->end ? base : nullptr;
 }
 
 bool CodeMap::contains(std::uint64_t addr) const noexcept { return find(addr) != nullptr; }
 
-bool CodeMap::is_return_address(std::uint64_t addr) const noexcept {
+bool CodeMap::follows_call(std::uint64_t addr) const noexcept {
   const Segment* s = find(addr);
   if (s == nullptr || addr < s->begin + 7) return false;
   const auto* p = reinterpret_cast<const unsigned char*>(addr);

@@ -54,7 +54,11 @@ class CodeMap {
 
   bool contains(std::uint64_t addr) const noexcept;
   // addr lies in a mapped code segment right after a call instruction (checked within that segment).
-  bool is_return_address(std::uint64_t addr) const noexcept;
+  // Most values a sampled stack holds (stack addresses, small integers) fall outside all code: rejected
+  // inline, before any search.
+  bool is_return_address(std::uint64_t addr) const noexcept {
+    return addr >= lowest_ && addr < highest_ && follows_call(addr);
+  }
   std::size_t size() const noexcept { return count_; }
 
  private:
@@ -63,8 +67,11 @@ class CodeMap {
     std::uint64_t end;
   };
   const Segment* find(std::uint64_t addr) const noexcept;
+  bool follows_call(std::uint64_t addr) const noexcept;
   Segment segments_[kMaxSegments];
   std::size_t count_ = 0;
+  std::uint64_t lowest_ = 0;   // [lowest_, highest_) spans every segment
+  std::uint64_t highest_ = 0;
   unsigned long long generation_ = 0;
 };
 
