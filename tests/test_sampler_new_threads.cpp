@@ -119,3 +119,14 @@ TEST_CASE("two samplers that both ask for new threads each get them; one without
   a.stop();
   c.stop();
 }
+
+TEST_CASE("README: every new thread, with the hook and the option") {
+  selfperf::Sampler sampler({.frequency = 1000, .attach_new_threads = true});
+  sampler.start();  // from here on, std::thread / pthread_create threads are attached before they run
+  Seen seen;
+  std::thread([&] { seen = run_and_burn(); }).join();
+  std::size_t from_thread = 0;
+  sampler.drain([&](const selfperf::Sample& s) { from_thread += s.tid == seen.tid; });
+  CHECK(sampler.stop().threads.size() == 1);
+  CHECK(from_thread > 0);
+}
