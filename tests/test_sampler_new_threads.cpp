@@ -121,7 +121,10 @@ TEST_CASE("two samplers that both ask for new threads each get them; one without
 }
 
 TEST_CASE("README: every new thread, with the hook and the option") {
-  selfperf::Sampler sampler({.frequency = 1000, .attach_new_threads = true});
+  selfperf::Sampler::Options options;
+  options.frequency = 1000;
+  options.attach_new_threads = true;
+  selfperf::Sampler sampler(options);
   sampler.start();  // from here on, std::thread / pthread_create threads are attached before they run
   Seen seen;
   std::thread([&] { seen = run_and_burn(); }).join();

@@ -6,7 +6,9 @@
 // interrupted context and stores the sample in that thread's preallocated single-producer/single-consumer
 // buffer. A full buffer drops the sample and counts it in `lost`; nothing blocks.
 //
-//     selfperf::Sampler sampler({.frequency = 1000});
+//     selfperf::Sampler::Options options;
+//     options.frequency = 1000;
+//     selfperf::Sampler sampler(options);
 //     sampler.start();
 //     std::thread worker([&] { selfperf::Sampler::ThreadAttachment attach(sampler); work(); });
 //     ...
