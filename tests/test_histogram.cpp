@@ -287,3 +287,11 @@ TEST_CASE("renderings of values near UINT64_MAX stay in range") {
   CHECK(selfperf::saturating_round(-3.0) == 0);
   CHECK(selfperf::saturating_round(2.5) == 3);
 }
+
+TEST_CASE("SVG titles with control characters stay valid XML") {
+  Histogram h;
+  h.record(100);
+  const std::string svg = h.to_svg({.title = "tab\there\x01", .unit = "ns"});
+  CHECK(svg.find("tab here ") != std::string::npos);
+  CHECK(std::none_of(svg.begin(), svg.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n'; }));
+}

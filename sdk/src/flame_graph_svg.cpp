@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "selfperf/flame_graph.hpp"
+#include "xml_text.hpp"
 
 namespace selfperf {
 namespace {
@@ -36,24 +37,6 @@ std::size_t build_tree(const StackCounts& stacks, Node& root) {
   return max_depth;
 }
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0.
-        if (static_cast<unsigned char>(c) < 0x20) out += ' ';
-        else out += c;
-    }
-  }
-  return out;
-}
-
 // Warm colours seeded by the name, so a function keeps its colour across graphs.
 std::string colour(const std::string& name) {
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
@@ -81,7 +64,7 @@ struct Layout {
     const double percent = total > 0 ? 100.0 * static_cast<double>(node.count) / total : 0;
     std::snprintf(buf, sizeof buf, " (%llu %s, %.2f%%)", static_cast<unsigned long long>(node.count),
                   opt.count_name.c_str(), percent);
-    out << "<g><title>" << xml_escape(name) << xml_escape(buf) << "</title>";
+    out << "<g><title>" << detail::xml_escape(name) << detail::xml_escape(buf) << "</title>";
     std::snprintf(buf, sizeof buf, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%u\" fill=\"", x, y, width,
                   opt.frame_height - 1);
     out << buf << colour(name) << "\" rx=\"2\" ry=\"2\"/>";
@@ -90,7 +73,7 @@ struct Layout {
     if (fits >= 3) {
       std::string label = name.size() <= fits ? name : name.substr(0, fits - 2) + "..";
       std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\">", x + 3, y + opt.frame_height - 5);
-      out << buf << xml_escape(label) << "</text>";
+      out << buf << detail::xml_escape(label) << "</text>";
     }
     out << "</g>\n";
     double child_x = x;
@@ -117,7 +100,7 @@ void write_flame_graph_svg(const StackCounts& stacks, std::ostream& out, const F
       << "<rect x=\"0\" y=\"0\" width=\"" << options.width << "\" height=\"" << height
       << "\" fill=\"rgb(248,248,248)\"/>\n"
       << "<text x=\"" << options.width / 2 << "\" y=\"24\" text-anchor=\"middle\" style=\"font-size:17px\">"
-      << xml_escape(options.title) << "</text>\n";
+      << detail::xml_escape(options.title) << "</text>\n";
   if (root.count == 0) {
     out << "<text x=\"" << options.width / 2 << "\" y=\"" << height / 2
         << "\" text-anchor=\"middle\">no samples</text>\n</svg>\n";

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "selfperf/histogram.hpp"
+#include "xml_text.hpp"
 
 namespace selfperf {
 
@@ -14,20 +15,6 @@ void append(std::string& out, const char* fmt, auto... args) {
   char buf[512];
   std::snprintf(buf, sizeof buf, fmt, args...);
   out += buf;
-}
-
-std::string escape_xml(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 // A panel maps data coordinates onto a pixel rectangle.
@@ -42,23 +29,23 @@ void axes(std::string& out, const Panel& p, const std::string& x_label, const st
   append(out, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='#888'/>\n", p.left, p.top,
          p.width, p.height);
   append(out, "<text x='%.1f' y='%.1f' text-anchor='middle'>%s</text>\n", p.left + p.width / 2,
-         p.top + p.height + 34, escape_xml(x_label).c_str());
+         p.top + p.height + 34, detail::xml_escape(x_label).c_str());
   append(out, "<text x='%.1f' y='%.1f' text-anchor='middle' transform='rotate(-90 %.1f %.1f)'>%s</text>\n",
-         p.left - 58, p.top + p.height / 2, p.left - 58, p.top + p.height / 2, escape_xml(y_label).c_str());
+         p.left - 58, p.top + p.height / 2, p.left - 58, p.top + p.height / 2, detail::xml_escape(y_label).c_str());
 }
 
 void x_tick(std::string& out, const Panel& p, double x, const std::string& label) {
   append(out, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#888'/>\n", p.x(x), p.top + p.height, p.x(x),
          p.top + p.height + 5);
   append(out, "<text x='%.1f' y='%.1f' text-anchor='middle' font-size='11'>%s</text>\n", p.x(x),
-         p.top + p.height + 17, escape_xml(label).c_str());
+         p.top + p.height + 17, detail::xml_escape(label).c_str());
 }
 
 void y_tick(std::string& out, const Panel& p, double y, const std::string& label) {
   append(out, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n", p.left, p.y(y), p.left + p.width,
          p.y(y));
   append(out, "<text x='%.1f' y='%.1f' text-anchor='end' font-size='11'>%s</text>\n", p.left - 4, p.y(y) + 4,
-         escape_xml(label).c_str());
+         detail::xml_escape(label).c_str());
 }
 
 }  // namespace
@@ -71,7 +58,7 @@ std::string Histogram::to_svg(const HistogramFormat& format) const {
   append(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' font-family='sans-serif' "
               "font-size='13'>\n<rect width='100%%' height='100%%' fill='white'/>\n", w, h);
   append(out, "<text x='%.1f' y='20' text-anchor='middle' font-size='15'>%s</text>\n", w / 2,
-         escape_xml((format.title.empty() ? std::string("histogram") : format.title) + " — " +
+         detail::xml_escape((format.title.empty() ? std::string("histogram") : format.title) + " — " +
                     std::to_string(count()) + " values")
              .c_str());
   if (empty()) {
@@ -107,8 +94,8 @@ std::string Histogram::to_svg(const HistogramFormat& format) const {
     const double x1 = dist.x(std::log10(static_cast<double>(b.highest) + 1.0));
     const double y = dist.y(static_cast<double>(b.count));
     append(out, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='#4a7ebb'><title>%s .. %s: %llu</title></rect>\n",
-           x0, y, std::max(x1 - x0, 1.0), dist.top + dist.height - y, escape_xml(fv(b.lowest)).c_str(),
-           escape_xml(fv(b.highest)).c_str(), static_cast<unsigned long long>(b.count));
+           x0, y, std::max(x1 - x0, 1.0), dist.top + dist.height - y, detail::xml_escape(fv(b.lowest)).c_str(),
+           detail::xml_escape(fv(b.highest)).c_str(), static_cast<unsigned long long>(b.count));
   }
 
   // Bottom: value against percentile, x = log10(1/(1-p)), so 90%, 99%, 99.9% … are equally spaced.
@@ -138,7 +125,7 @@ std::string Histogram::to_svg(const HistogramFormat& format) const {
     const double y = curve.y(static_cast<double>(value));
     append(points, "%.2f,%.2f %.2f,%.2f ", curve.x(px(before)), y, curve.x(px(after)), y);
     append(markers, "<circle cx='%.2f' cy='%.2f' r='2.5' fill='#c0392b'><title>p%.4g: %s (%llu values)</title></circle>\n",
-           curve.x(px(after)), y, 100.0 * after, escape_xml(fv(value)).c_str(),
+           curve.x(px(after)), y, 100.0 * after, detail::xml_escape(fv(value)).c_str(),
            static_cast<unsigned long long>(b.count));
   }
   out += "<polyline fill='none' stroke='#c0392b' stroke-width='1.5' points='" + points + "'/>\n";
