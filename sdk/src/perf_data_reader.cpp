@@ -184,6 +184,16 @@ const FeatureSectionInfo* PerfDataReader::find_feature(PerfFeature f) const noex
 
 bool PerfDataReader::has_feature(PerfFeature f) const noexcept { return find_feature(f) != nullptr; }
 
+template <class Parse>
+auto PerfDataReader::parse_feature(PerfFeature f, const char* what, Parse parse) const {
+  using Result = decltype(parse(std::declval<detail::ByteCursor&>()));
+  const auto* s = find_feature(f);
+  if (!s) return std::optional<Result>{};
+  auto bytes = read_bytes(s->offset, s->size, what);
+  detail::ByteCursor c(bytes, s->offset, name_, what);
+  return std::optional<Result>{parse(c)};
+}
+
 std::vector<std::uint8_t> PerfDataReader::feature_bytes(PerfFeature f) const {
   const auto* s = find_feature(f);
   if (!s) return {};
@@ -191,114 +201,96 @@ std::vector<std::uint8_t> PerfDataReader::feature_bytes(PerfFeature f) const {
 }
 
 void PerfDataReader::read_event_desc() {
-  const auto* s = find_feature(PerfFeature::event_desc);
-  if (!s) return;
-  auto bytes = read_bytes(s->offset, s->size, "EVENT_DESC");
-  detail::ByteCursor c(bytes, s->offset, name_, "EVENT_DESC feature");
-  auto nr = c.u32();
-  auto size = c.u32();
-  if (size < detail::kAttrSizeVer0) c.fail("attr size " + std::to_string(size) + " is below 64");
-  for (std::uint32_t i = 0; i < nr; ++i) {
-    c.skip(size);
-    auto nr_ids = c.u32();
-    auto name = c.header_string();
-    c.skip(std::uint64_t{nr_ids} * sizeof(std::uint64_t));
-    if (i < events_.size()) events_[i].name = name;
-  }
+  auto names = parse_feature(PerfFeature::event_desc, "EVENT_DESC feature", [](detail::ByteCursor& c) {
+    auto nr = c.u32();
+    auto size = c.u32();
+    if (size < detail::kAttrSizeVer0) c.fail("attr size " + std::to_string(size) + " is below 64");
+    std::vector<std::string> out;
+    for (std::uint32_t i = 0; i < nr; ++i) {
+      c.skip(size);
+      auto nr_ids = c.u32();
+      out.push_back(c.header_string());
+      c.skip(std::uint64_t{nr_ids} * sizeof(std::uint64_t));
+    }
+    return out;
+  });
+  if (!names) return;
+  for (std::size_t i = 0; i < names->size() && i < events_.size(); ++i) events_[i].name = (*names)[i];
 }
 
 std::string PerfDataReader::feature_string(PerfFeature f) const {
-  const auto* s = find_feature(f);
-  if (!s) return {};
-  auto bytes = read_bytes(s->offset, s->size, "feature section");
-  detail::ByteCursor c(bytes, s->offset, name_, "string feature");
-  return c.header_string();
+  return parse_feature(f, "string feature", [](detail::ByteCursor& c) { return c.header_string(); })
+      .value_or(std::string{});
 }
 
 std::vector<std::string> PerfDataReader::cmdline() const {
-  const auto* s = find_feature(PerfFeature::cmdline);
-  if (!s) return {};
-  auto bytes = read_bytes(s->offset, s->size, "CMDLINE");
-  detail::ByteCursor c(bytes, s->offset, name_, "CMDLINE feature");
-  auto nr = c.u32();
-  std::vector<std::string> out;
-  // Each string takes at least its 4-byte length, so nr cannot ask for more than the section holds.
-  for (std::uint32_t i = 0; i < nr; ++i) {
-    if (c.remaining() < 4) c.fail("declares " + std::to_string(nr) + " strings but holds fewer");
-    out.push_back(c.header_string());
-  }
-  return out;
+  auto parsed = parse_feature(PerfFeature::cmdline, "CMDLINE feature", [](detail::ByteCursor& c) {
+    auto nr = c.u32();
+    std::vector<std::string> out;
+    // Each string takes at least its 4-byte length, so nr cannot ask for more than the section holds.
+    for (std::uint32_t i = 0; i < nr; ++i) {
+      if (c.remaining() < 4) c.fail("declares " + std::to_string(nr) + " strings but holds fewer");
+      out.push_back(c.header_string());
+    }
+    return out;
+  });
+  return parsed.value_or(std::vector<std::string>{});
 }
 
 std::optional<NrCpus> PerfDataReader::nrcpus() const {
-  const auto* s = find_feature(PerfFeature::nrcpus);
-  if (!s) return std::nullopt;
-  auto bytes = read_bytes(s->offset, s->size, "NRCPUS");
-  detail::ByteCursor c(bytes, s->offset, name_, "NRCPUS feature");
-  NrCpus n;
-  n.available = c.u32();
-  n.online = c.u32();
-  return n;
+  return parse_feature(PerfFeature::nrcpus, "NRCPUS feature", [](detail::ByteCursor& c) {
+    NrCpus n;
+    n.available = c.u32();
+    n.online = c.u32();
+    return n;
+  });
 }
 
 std::optional<std::uint64_t> PerfDataReader::total_mem_kb() const {
-  const auto* s = find_feature(PerfFeature::total_mem);
-  if (!s) return std::nullopt;
-  auto bytes = read_bytes(s->offset, s->size, "TOTAL_MEM");
-  detail::ByteCursor c(bytes, s->offset, name_, "TOTAL_MEM feature");
-  return c.u64();
+  return parse_feature(PerfFeature::total_mem, "TOTAL_MEM feature", [](detail::ByteCursor& c) { return c.u64(); });
 }
 
 std::optional<std::pair<std::uint64_t, std::uint64_t>> PerfDataReader::sample_time() const {
-  const auto* s = find_feature(PerfFeature::sample_time);
-  if (!s) return std::nullopt;
-  auto bytes = read_bytes(s->offset, s->size, "SAMPLE_TIME");
-  detail::ByteCursor c(bytes, s->offset, name_, "SAMPLE_TIME feature");
-  auto first = c.u64();
-  return std::pair{first, c.u64()};
+  return parse_feature(PerfFeature::sample_time, "SAMPLE_TIME feature", [](detail::ByteCursor& c) {
+    auto first = c.u64();
+    return std::pair{first, c.u64()};
+  });
 }
 
 std::optional<std::uint64_t> PerfDataReader::clockid_resolution_ns() const {
-  const auto* s = find_feature(PerfFeature::clockid);
-  if (!s) return std::nullopt;
-  auto bytes = read_bytes(s->offset, s->size, "CLOCKID");
-  detail::ByteCursor c(bytes, s->offset, name_, "CLOCKID feature");
-  return c.u64();
+  return parse_feature(PerfFeature::clockid, "CLOCKID feature", [](detail::ByteCursor& c) { return c.u64(); });
 }
 
 std::optional<ClockData> PerfDataReader::clock_data() const {
-  const auto* s = find_feature(PerfFeature::clock_data);
-  if (!s) return std::nullopt;
-  auto bytes = read_bytes(s->offset, s->size, "CLOCK_DATA");
-  detail::ByteCursor c(bytes, s->offset, name_, "CLOCK_DATA feature");
-  ClockData d;
-  d.version = c.u32();
-  d.clockid = c.u32();
-  d.wall_clock_ns = c.u64();
-  d.clockid_time_ns = c.u64();
-  return d;
+  return parse_feature(PerfFeature::clock_data, "CLOCK_DATA feature", [](detail::ByteCursor& c) {
+    ClockData d;
+    d.version = c.u32();
+    d.clockid = c.u32();
+    d.wall_clock_ns = c.u64();
+    d.clockid_time_ns = c.u64();
+    return d;
+  });
 }
 
 std::vector<BuildIdEntry> PerfDataReader::build_ids() const {
-  const auto* s = find_feature(PerfFeature::build_id);
-  if (!s) return {};
-  auto bytes = read_bytes(s->offset, s->size, "BUILD_ID");
-  detail::ByteCursor c(bytes, s->offset, name_, "BUILD_ID feature");
-  std::vector<BuildIdEntry> out;
-  while (c.remaining() > 0) {
-    auto h = c.get<perf_event_header>();
-    if (h.size < detail::kBuildIdRecordFixed) c.fail("build id record size " + std::to_string(h.size) + " too small");
-    BuildIdEntry e;
-    e.misc = h.misc;
-    e.pid = c.get<std::int32_t>();
-    auto raw = c.take(24);
-    // Without MISC_BUILD_ID_SIZE (perf before 5.12) the id is a 20-byte SHA-1.
-    std::size_t n = (h.misc & detail::kMiscBuildIdSize) ? std::min<std::size_t>(raw[20], 20) : 20;
-    e.build_id.assign(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(n));
-    e.filename = c.string_in(h.size - detail::kBuildIdRecordFixed);
-    out.push_back(std::move(e));
-  }
-  return out;
+  auto parsed = parse_feature(PerfFeature::build_id, "BUILD_ID feature", [](detail::ByteCursor& c) {
+    std::vector<BuildIdEntry> out;
+    while (c.remaining() > 0) {
+      auto h = c.get<perf_event_header>();
+      if (h.size < detail::kBuildIdRecordFixed) c.fail("build id record size " + std::to_string(h.size) + " too small");
+      BuildIdEntry e;
+      e.misc = h.misc;
+      e.pid = c.get<std::int32_t>();
+      auto raw = c.take(24);
+      // Without MISC_BUILD_ID_SIZE (perf before 5.12) the id is a 20-byte SHA-1.
+      std::size_t n = (h.misc & detail::kMiscBuildIdSize) ? std::min<std::size_t>(raw[20], 20) : 20;
+      e.build_id.assign(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(n));
+      e.filename = c.string_in(h.size - detail::kBuildIdRecordFixed);
+      out.push_back(std::move(e));
+    }
+    return out;
+  });
+  return parsed.value_or(std::vector<BuildIdEntry>{});
 }
 
 bool PerfDataReader::next_record(PerfRecord& record) {

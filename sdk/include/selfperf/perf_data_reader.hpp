@@ -142,6 +142,9 @@ class PerfDataReader {
   void read_at(std::uint64_t offset, std::uint64_t size, std::uint8_t* out, const char* what) const;
   std::vector<std::uint8_t> read_bytes(std::uint64_t offset, std::uint64_t size, const char* what) const;
   const FeatureSectionInfo* find_feature(PerfFeature f) const noexcept;
+  // parse(cursor over feature f's section), or nullopt when the file lacks f; `what` names it in errors.
+  template <class Parse>
+  auto parse_feature(PerfFeature f, const char* what, Parse parse) const;
   void read_event_desc();
   std::size_t event_index_for_sample(const PerfRecord& record) const;
   std::size_t event_index_for_trailer(const PerfRecord& record) const;
