@@ -60,17 +60,20 @@ TEST_CASE("attach_new_threads attaches std::thread and pthread_create threads st
   Sampler sampler(options());
 
   // Running before start(): not attached, though it keeps running while the sampler samples.
-  std::atomic<bool> early_running{false}, sampler_started{false};
+  std::atomic<bool> early_running{false}, sampler_started{false}, early_counted{false};
   Seen early;
   std::thread before([&] {
     early_running = true;
     while (!sampler_started) std::this_thread::yield();
-    early = run_and_burn();
+    early = Seen{gettid(), perf_fds()};
+    early_counted = true;  // counted before any attached thread exists: perf fds are process-wide
+    run_and_burn();
   });
   while (!early_running) std::this_thread::yield();
 
   sampler.start();
   sampler_started = true;
+  while (!early_counted) std::this_thread::yield();
   Seen from_std;
   std::thread([&] { from_std = run_and_burn(); }).join();
   Seen from_pthread;
