@@ -103,18 +103,21 @@ struct TimedWalk {
   std::size_t frames = 0;
 };
 TimedWalk* g_timed = nullptr;
+bool g_timed_dwarf = false;
 
 void timed_walk_handler(int, siginfo_t*, void* context) {
   TimedWalk& t = *g_timed;
   const auto regs = selfperf::RegisterState::from(*static_cast<const ucontext_t*>(context));
   const std::uint64_t t0 = selfperf::TscClock::now_tsc();
-  t.frames = selfperf::unwind_frame_pointer(regs, g_floor_stack, g_floor_frames, g_floor_code);
+  t.frames = g_timed_dwarf ? selfperf::unwind_dwarf(regs, g_floor_stack, g_floor_frames, g_floor_code).frames
+                           : selfperf::unwind_frame_pointer(regs, g_floor_stack, g_floor_frames, g_floor_code);
   const std::uint64_t ticks = selfperf::TscClock::now_tsc() - t0;
   if (t.count < t.ticks.size()) t.ticks[t.count++] = ticks;
 }
 
-void BM_walk_in_handler(benchmark::State& state) {
+void BM_walk_in_handler(benchmark::State& state, bool dwarf) {
   int depth = static_cast<int>(state.range(0));
+  g_timed_dwarf = dwarf;
   TimedWalk timed;
   timed.ticks.resize(1 << 21);
   g_timed = &timed;
@@ -143,7 +146,7 @@ void BM_walk_in_handler(benchmark::State& state) {
 
 // ---------- the unwinders alone, without signal delivery (less noise on a loaded machine) ----------
 
-enum class Direct { frame_pointer, libunwind_fast, libunwind_cursor };
+enum class Direct { frame_pointer, dwarf, libunwind_fast, libunwind_cursor };
 
 void BM_unwind(benchmark::State& state, Direct which) {
   int depth = static_cast<int>(state.range(0));
@@ -161,7 +164,10 @@ void BM_unwind(benchmark::State& state, Direct which) {
         case Direct::frame_pointer:
           n = selfperf::unwind_frame_pointer(selfperf::RegisterState::from(uc), stack, frames, code);
           break;
-        case Direct::libunwind_fast:  // what unwind_libunwind runs in the handler
+        case Direct::dwarf:  // what Unwinder::libunwind runs in the handler
+          n = selfperf::unwind_dwarf(selfperf::RegisterState::from(uc), stack, frames, code).frames;
+          break;
+        case Direct::libunwind_fast:  // unw_backtrace: Unwinder::libunwind where the DWARF walk cannot go
           n = static_cast<std::size_t>(unw_backtrace(trace.data(), static_cast<int>(trace.size())));
           break;
         case Direct::libunwind_cursor:
@@ -356,13 +362,15 @@ void register_all() {
 
   for (int depth : {13, 130}) {
     benchmark::RegisterBenchmark("unwind/frame_pointer", BM_unwind, Direct::frame_pointer)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/dwarf", BM_unwind, Direct::dwarf)->Arg(depth);
     benchmark::RegisterBenchmark("unwind/libunwind_fast", BM_unwind, Direct::libunwind_fast)->Arg(depth);
     benchmark::RegisterBenchmark("unwind/libunwind_cursor", BM_unwind, Direct::libunwind_cursor)->Arg(depth);
   }
   for (int depth : {13, 130}) {
     benchmark::RegisterBenchmark("handler/floor:empty", BM_floor, FloorMode::empty)->Arg(depth);
     benchmark::RegisterBenchmark("handler/floor:empty+frame_walk", BM_floor, FloorMode::frame_walk)->Arg(depth);
-    benchmark::RegisterBenchmark("handler/frame_walk_timed_inside", BM_walk_in_handler)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/frame_walk_timed_inside", BM_walk_in_handler, false)->Arg(depth);
+    benchmark::RegisterBenchmark("handler/dwarf_walk_timed_inside", BM_walk_in_handler, true)->Arg(depth);
     benchmark::RegisterBenchmark("handler/frame_pointer", BM_handler, Unwinder::frame_pointer,
                                  Sampler::Rearm::overflow_signal)->Arg(depth);
     benchmark::RegisterBenchmark("handler/libunwind", BM_handler, Unwinder::libunwind,

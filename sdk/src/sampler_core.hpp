@@ -31,7 +31,7 @@ struct ThreadState {
   pid_t tid = 0;
   const void* thread_marker = nullptr;  // this_thread_marker() of the owner
   StackBounds stack;
-  const CodeMap* code = nullptr;       // for the frame-pointer walk's leaf recovery
+  const CodeMap* code = nullptr;       // the frame-pointer walk's leaf recovery; the DWARF walk's .eh_frame tables
   Unwinder unwinder = Unwinder::frame_pointer;
   Sampler::Rearm rearm = Sampler::Rearm::ring_buffer;
   std::uint64_t period = 0;             // configured period (0 in frequency mode)

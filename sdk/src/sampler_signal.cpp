@@ -47,7 +47,10 @@ std::uint64_t monotonic_ns() noexcept {
 
 std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
   RegisterState regs = RegisterState::from(uc);
-  if (s.unwinder == Unwinder::libunwind) return unwind_libunwind(regs, out);
+  if (s.unwinder == Unwinder::libunwind) {
+    const DwarfWalk walk = unwind_dwarf(regs, s.stack, out, s.code);
+    return walk.complete ? walk.frames : unwind_libunwind(regs, out);
+  }
   return unwind_frame_pointer(regs, s.stack, out, s.code);
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "dwarf_cfi.hpp"
 #include "selfperf/unwind.hpp"
 
 namespace selfperf {
@@ -41,24 +42,49 @@ const CodeMap* CodeMap::refresh() {
   if (old && generation != 0 && old->generation_ == generation) return old;
   auto map = std::make_unique<CodeMap>();
   map->generation_ = generation;
+  struct Entry {
+    Segment segment;
+    EhFrameSection eh_frame;
+  };
+  std::vector<Entry> entries;
   dl_iterate_phdr(
       [](dl_phdr_info* info, std::size_t, void* data) {
-        auto* m = static_cast<CodeMap*>(data);
+        auto& out = *static_cast<std::vector<Entry>*>(data);
+        EhFrameSection eh{};
+        for (int i = 0; i < info->dlpi_phnum; ++i)
+          if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) eh.hdr = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+        // The loaded segment around .eh_frame_hdr bounds every read of the tables (.eh_frame sits beside it).
+        for (int i = 0; eh.hdr != 0 && i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const std::uint64_t begin = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && (ph.p_flags & PF_R) && begin <= eh.hdr && eh.hdr < begin + ph.p_filesz) {
+            eh.begin = begin;
+            eh.end = begin + ph.p_filesz;
+          }
+        }
+        if (eh.begin == 0) eh = EhFrameSection{};
         for (int i = 0; i < info->dlpi_phnum; ++i) {
           const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || m->count_ == kMaxSegments) continue;
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
           std::uint64_t begin = info->dlpi_addr + ph.p_vaddr;
-          m->segments_[m->count_++] = {begin, begin + ph.p_memsz};
+          out.push_back(Entry{{begin, begin + ph.p_memsz}, eh});
         }
         return 0;
       },
-      map.get());
-  std::sort(map->segments_, map->segments_ + map->count_,
-            [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+      &entries);
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.segment.begin < b.segment.begin; });
+  if (entries.size() > kMaxSegments) entries.resize(kMaxSegments);
+  for (const Entry& e : entries) {
+    map->segments_[map->count_] = e.segment;
+    map->eh_frames_[map->count_++] = e.eh_frame;
+  }
   if (map->count_ > 0) {
     map->lowest_ = map->segments_[0].begin;
     for (std::size_t i = 0; i < map->count_; ++i) map->highest_ = std::max(map->highest_, map->segments_[i].end);
   }
+  // Rules cached for the old set of objects may describe code that is gone.
+  if (old != nullptr) detail::cfi_cache::clear();
   const CodeMap* published = map.get();
   all_snapshots().push_back(std::move(map));
   g_current.store(published, std::memory_order_release);
@@ -72,6 +98,11 @@ const CodeMap::Segment* CodeMap::find(std::uint64_t addr) const noexcept {
   const Segment* base = segments_;
   for (std::size_t n = count_; n > 1; n -= n / 2) base = base[n / 2].begin <= addr ? base + n / 2 : base;
   return base->begin <= addr && addr < base->end ? base : nullptr;
+}
+
+EhFrameSection CodeMap::eh_frame_of(std::uint64_t addr) const noexcept {
+  const Segment* s = find(addr);
+  return s == nullptr ? EhFrameSection{} : eh_frames_[s - segments_];
 }
 
 bool CodeMap::contains(std::uint64_t addr) const noexcept { return find(addr) != nullptr; }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "selfperf/error.hpp"
+#include "stack_word.hpp"
 #include "selfperf/unwind.hpp"
 
 namespace selfperf {
@@ -48,12 +49,6 @@ constexpr std::uintptr_t kPageSize = 4096;
   return -1;
 }
 
-[[gnu::no_sanitize("address", "thread")]] std::uint64_t load(std::uintptr_t addr) noexcept {
-  std::uint64_t v;
-  std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
-  return v;
-}
-
 }  // namespace
 
 [[gnu::no_sanitize("address", "thread")]] std::size_t unwind_frame_pointer(const RegisterState& regs,
@@ -70,12 +65,12 @@ constexpr std::uintptr_t kPageSize = 4096;
   const bool fp_valid = fp >= regs.sp && (fp & 7u) == 0 && stack.contains(fp, 16);
   int slot = return_address_slot(regs.ip);
   if (slot >= 0 && n < out.size() && stack.contains(regs.sp + slot, 8)) {
-    std::uint64_t ret = load(regs.sp + slot);
+    std::uint64_t ret = detail::stack_word(regs.sp + slot);
     if (ret != 0) out[n++] = ret;
   } else if (code != nullptr && n < out.size()) {
     // A leaf without a frame of its own: [sp] is its return address, and rbp still the caller's frame.
-    std::uint64_t top = load(regs.sp);
-    std::uint64_t next = fp_valid ? load(fp + 8) : 0;
+    std::uint64_t top = detail::stack_word(regs.sp);
+    std::uint64_t next = fp_valid ? detail::stack_word(fp + 8) : 0;
     if (top != next && code->is_return_address(top)) out[n++] = top;
   }
 
@@ -89,8 +84,8 @@ constexpr std::uintptr_t kPageSize = 4096;
   const std::uintptr_t ceiling = stack.high - 16;
   while (n < out.size()) {
     if (fp < floor || fp > ceiling || (fp & 7u) != 0) break;
-    std::uint64_t next = load(fp);
-    std::uint64_t ret = load(fp + 8);
+    std::uint64_t next = detail::stack_word(fp);
+    std::uint64_t ret = detail::stack_word(fp + 8);
     if (ret == 0) break;
     out[n++] = ret;
     floor = fp + 16;  // strictly growing: a frame at or below this one is a loop or garbage

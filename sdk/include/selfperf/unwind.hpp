@@ -12,7 +12,10 @@ namespace selfperf {
 
 enum class Unwinder {
   frame_pointer,  // walk the rbp chain; needs code built with -fno-omit-frame-pointer
-  libunwind,      // DWARF CFI through libunwind's cached fast trace (unw_backtrace)
+  libunwind,      // DWARF CFI (.eh_frame), no frame pointers needed: unwind_dwarf walks the frames whose rules
+                  // are offsets from rsp/rbp (nearly all compiled code) from a cache of those rules; a sample
+                  // that meets anything else (a PLT stub, a signal trampoline, code without an FDE) is unwound
+                  // by libunwind's fast trace (unw_backtrace) instead, so the result is libunwind's
   kernel,         // the kernel's PERF_SAMPLE_CALLCHAIN (frame-pointer based for user space), no user unwinding;
                   // read from the ring buffer (selfperf::RingBuffer) in the handler, markers stripped by
                   // strip_context_markers (selfperf/record.hpp)
@@ -40,6 +43,14 @@ struct RegisterState {
   static RegisterState from(const ucontext_t& uc) noexcept;
 };
 
+// Where one loaded object's DWARF unwind tables lie: its .eh_frame_hdr, and the mapped segment holding it
+// (every byte an evaluator reads must lie in [begin, end)). All zero where the object has none.
+struct EhFrameSection {
+  std::uint64_t hdr = 0;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+};
+
 // The executable segments loaded in this process, for recognizing return addresses without touching
 // unmapped memory. Snapshots are immutable and never freed, so a handler may use one while a newer one is
 // built (dlopen after the snapshot: its code is simply not recognized).
@@ -60,6 +71,8 @@ class CodeMap {
     return addr >= lowest_ && addr < highest_ && follows_call(addr);
   }
   std::size_t size() const noexcept { return count_; }
+  // The unwind tables of the object whose code holds addr (signal-safe; all zero outside every segment).
+  EhFrameSection eh_frame_of(std::uint64_t addr) const noexcept;
 
  private:
   struct Segment {
@@ -69,6 +82,7 @@ class CodeMap {
   const Segment* find(std::uint64_t addr) const noexcept;
   bool follows_call(std::uint64_t addr) const noexcept;
   Segment segments_[kMaxSegments];
+  EhFrameSection eh_frames_[kMaxSegments];  // of segments_[i]'s object
   std::size_t count_ = 0;
   std::uint64_t lowest_ = 0;   // [lowest_, highest_) spans every segment
   std::uint64_t highest_ = 0;
@@ -89,6 +103,20 @@ class CodeMap {
 // registers or locals still loses its caller; that is the limit of the method.
 std::size_t unwind_frame_pointer(const RegisterState& regs, const StackBounds& stack,
                                  std::span<std::uint64_t> out, const CodeMap* code = nullptr) noexcept;
+
+// DWARF CFI walk from the registers, for signal handlers: each frame's rule (CFA = rsp or rbp + offset,
+// return address and saved rbp at offsets from the CFA) comes from a process-wide cache, filled on a miss by
+// evaluating the object's .eh_frame in place (no lock, no allocation; a few microseconds, once per address).
+// Every address derived from the stack is checked against `stack` before it is read. `complete` is false when
+// a frame needed a rule beyond those offsets or had no FDE (or `code` is null): the frames are then only a
+// prefix, and unwind_libunwind should redo the sample. A stack that ends (undefined return address, as at
+// _start and a thread's clone) or turns invalid, or `out` filling up, is complete.
+struct DwarfWalk {
+  std::size_t frames = 0;
+  bool complete = false;
+};
+DwarfWalk unwind_dwarf(const RegisterState& regs, const StackBounds& stack, std::span<std::uint64_t> out,
+                       const CodeMap* code) noexcept;
 
 // libunwind's fast path (unw_backtrace: per-thread trace cache, no cursor/unw_step loop) from inside a
 // signal handler: it traces from the handler itself through the signal trampoline and the frames above the

@@ -1,0 +1,76 @@
+#pragma once
+// DWARF call-frame information (.eh_frame) reduced to what a signal handler needs to find a caller on x86-64,
+// and a lock-free cache of those rules shared by every thread.
+#include <atomic>
+#include <bit>
+#include <cstdint>
+
+#include "selfperf/unwind.hpp"
+
+namespace selfperf::detail {
+
+// How to find the caller's registers at one instruction: CFA = (rbp or rsp) + cfa_offset; the return address
+// is at CFA - 8 (where `call` put it; any other place is left to libunwind); rbp is unchanged or was saved at
+// CFA + rbp_offset; the caller's rsp is the CFA. 8 bytes, so a cache slot publishes it with one atomic store;
+// cfa_offset in the low half, so the walk's critical path loads it sign-extended with nothing to decode.
+struct CfiRule {
+  static constexpr std::uint8_t kKnown = 1;        // a filled rule (a zero word is an empty cache slot)
+  static constexpr std::uint8_t kWalk = 2;         // the caller is found with the offsets below
+  static constexpr std::uint8_t kOutermost = 4;    // the return address is undefined: the stack ends here
+  static constexpr std::uint8_t kCfaFromRbp = 8;   // CFA is rbp-based (else rsp-based)
+  static constexpr std::uint8_t kRbpSaved = 16;    // the caller's rbp is at CFA + rbp_offset
+  // Neither kWalk nor kOutermost: no FDE covers the address, or its rules need more than offsets (a DWARF
+  // expression, as PLT stubs and signal trampolines use; another register as CFA): leave it to libunwind.
+
+  std::int32_t cfa_offset = 0;
+  std::int16_t rbp_offset = 0;
+  std::uint8_t unused = 0;
+  std::uint8_t flags = 0;
+
+  static CfiRule unsupported() noexcept { return CfiRule{0, 0, 0, kKnown}; }
+  bool walks() const noexcept { return (flags & kWalk) != 0; }
+  bool outermost() const noexcept { return (flags & kOutermost) != 0; }
+};
+static_assert(sizeof(CfiRule) == 8);
+
+// The rule in effect at `pc` (for a caller frame: its return address - 1, inside the call instruction).
+// Reads only the object's mapped tables, takes no lock and allocates nothing: callable from a signal handler.
+CfiRule find_cfi_rule(const EhFrameSection& section, std::uint64_t pc) noexcept;
+
+// Rules shared by all threads, keyed by return address (the rule is the one at address - 1, the call) or by
+// an interrupted IP tagged with kExactIp (the rule at that very instruction: it may differ). Open addressing;
+// slots are claimed with a compare-and-swap and never freed; a full neighbourhood is simply not cached.
+// Signal-safe (lock-free atomics only). The lookup is inline: the DWARF walk does one per frame, on the chain
+// of dependent loads (return address -> rule -> next return address) that sets its speed.
+namespace cfi_cache {
+
+constexpr std::uint64_t kExactIp = std::uint64_t{1} << 63;  // above every user-space address
+constexpr unsigned kBits = 14;
+constexpr std::uint64_t kSlots = std::uint64_t{1} << kBits;
+constexpr std::uint64_t kProbes = 8;
+
+// Two arrays, not an array of pairs: 8-byte elements are reached with a scaled index, one instruction less
+// on that chain. A rule is 0 until published; a reader that sees the key first treats the slot as a miss.
+extern std::atomic<std::uint64_t> g_keys[kSlots];
+extern std::atomic<std::uint64_t> g_rules[kSlots];
+
+// The cached rule for key, or a rule without kKnown. Return addresses differ in their low bits: the home
+// slot is those bits alone, one `and` on the chain.
+inline CfiRule lookup(std::uint64_t key) noexcept {
+  for (std::uint64_t i = 0; i < kProbes; ++i) {
+    const std::uint64_t slot = (key + i) & (kSlots - 1);
+    const std::uint64_t found = g_keys[slot].load(std::memory_order_relaxed);
+    if (found == key) return std::bit_cast<CfiRule>(g_rules[slot].load(std::memory_order_acquire));
+    if (found == 0) break;
+  }
+  return CfiRule{};
+}
+void insert(std::uint64_t key, CfiRule rule) noexcept;
+// Forgets every rule (objects were unloaded: their addresses may now hold other code). Not for handlers. One
+// racing with it may read a miss, or for that one sample another address's rule; the walk checks every
+// address it derives against the stack bounds, so a wrong rule ends a walk early, it never faults.
+void clear() noexcept;
+
+}  // namespace cfi_cache
+
+}  // namespace selfperf::detail

@@ -1,0 +1,371 @@
+// The DWARF walk: .eh_frame rules evaluated on tables built here, the shared rule cache, and the whole walk
+// compared frame for frame with libunwind's cursor loop at timer-signal interrupts of a mixed workload.
+#include <doctest.h>
+
+#include <alloca.h>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "dwarf_cfi.hpp"
+#include "sampler_workload.hpp"
+#include "selfperf/unwind.hpp"
+
+using namespace selfperf;
+using detail::CfiRule;
+
+namespace {
+
+// ---- .eh_frame_hdr + .eh_frame built byte by byte ----
+
+struct Fde {
+  std::uint64_t begin_offset;  // of the function, from the section start
+  std::uint32_t size;
+  std::vector<std::uint8_t> program;
+};
+
+class EhFrameBuilder {
+ public:
+  // `cie_program`: the CIE's initial instructions. The functions lie at section start + begin_offset; nothing
+  // there is ever read, only compared against.
+  std::vector<std::uint8_t> build(const std::vector<std::uint8_t>& cie_program, const std::vector<Fde>& fdes) {
+    bytes.clear();
+    const std::size_t table_size = fdes.size() * 8;
+    // .eh_frame_hdr: version, eh_frame_ptr (pcrel sdata4), fde_count (udata4), table (datarel sdata4).
+    put8(1), put8(0x1b), put8(0x03), put8(0x3b);
+    const std::size_t frame_ptr_field = bytes.size();
+    put32(0);
+    put32(static_cast<std::uint32_t>(fdes.size()));
+    const std::size_t table = bytes.size();
+    bytes.resize(bytes.size() + table_size);
+    const std::size_t eh_frame = bytes.size();
+    patch32(frame_ptr_field, static_cast<std::uint32_t>(eh_frame - frame_ptr_field));
+    // CIE: version 1, "zR", code align 1, data align -8, RA column 16, FDE pointers pcrel sdata4.
+    const std::size_t cie = bytes.size();
+    put32(0);
+    put32(0);
+    put8(1), put8('z'), put8('R'), put8(0), put8(1), put8(0x78), put8(16), put8(1), put8(0x1b);
+    append(cie_program);
+    patch32(cie, static_cast<std::uint32_t>(bytes.size() - cie - 4));
+    for (std::size_t i = 0; i < fdes.size(); ++i) {
+      const std::size_t fde = bytes.size();
+      put32(0);
+      put32(static_cast<std::uint32_t>(bytes.size() - cie));  // CIE pointer: back from this field
+      const std::size_t begin_field = bytes.size();
+      put32(static_cast<std::uint32_t>(fdes[i].begin_offset - begin_field));  // pcrel, from the field
+      put32(fdes[i].size);
+      put8(0);  // augmentation data length
+      append(fdes[i].program);
+      patch32(fde, static_cast<std::uint32_t>(bytes.size() - fde - 4));
+      patch32(table + i * 8, static_cast<std::uint32_t>(fdes[i].begin_offset));  // datarel: from the hdr
+      patch32(table + i * 8 + 4, static_cast<std::uint32_t>(fde));
+    }
+    return bytes;
+  }
+
+ private:
+  void put8(std::uint8_t v) { bytes.push_back(v); }
+  void put32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  void patch32(std::size_t at, std::uint32_t v) { std::memcpy(&bytes[at], &v, 4); }
+  void append(const std::vector<std::uint8_t>& v) { bytes.insert(bytes.end(), v.begin(), v.end()); }
+  std::vector<std::uint8_t> bytes;
+};
+
+// DW_CFA opcodes as gcc emits them for a function with a frame pointer.
+const std::vector<std::uint8_t> kCieProgram = {0x0c, 0x07, 0x08,  // def_cfa rsp+8
+                                               0x90, 0x01};       // offset ra at cfa-8
+const std::vector<std::uint8_t> kFramePointerFunction = {
+    0x41,              // advance 1 (past push %rbp)
+    0x0e, 0x10,        // def_cfa_offset 16
+    0x86, 0x02,        // offset rbp at cfa-16
+    0x43,              // advance 3 (past mov %rsp,%rbp)
+    0x0d, 0x06,        // def_cfa_register rbp
+    0x54,              // advance 20 (past leave)
+    0x0a,              // remember_state
+    0x0c, 0x07, 0x08,  // def_cfa rsp+8
+    0x41,              // advance 1 (past ret)
+    0x0b,              // restore_state
+};
+// A function without a frame pointer: only the CFA offset moves.
+const std::vector<std::uint8_t> kFramelessFunction = {
+    0x44,        // advance 4 (past sub $0x28,%rsp)
+    0x0e, 0x30,  // def_cfa_offset 48
+    0x02, 0x40,  // advance_loc1 64
+    0x0e, 0x08,  // def_cfa_offset 8
+};
+const std::vector<std::uint8_t> kPltLikeFunction = {0x0f, 0x02, 0x77, 0x08};  // def_cfa_expression
+const std::vector<std::uint8_t> kOutermostFunction = {0x07, 0x10};            // undefined ra
+
+struct Tables {
+  std::vector<std::uint8_t> bytes;
+  EhFrameSection section() const {
+    auto base = reinterpret_cast<std::uint64_t>(bytes.data());
+    return {base, base, base + bytes.size()};
+  }
+  std::uint64_t at(std::uint64_t offset) const { return reinterpret_cast<std::uint64_t>(bytes.data()) + offset; }
+};
+
+Tables sample_tables() {
+  EhFrameBuilder b;
+  return Tables{b.build(kCieProgram, {{0x10000, 64, kFramePointerFunction},
+                                      {0x10100, 128, kFramelessFunction},
+                                      {0x10200, 16, kPltLikeFunction},
+                                      {0x10300, 16, kOutermostFunction}})};
+}
+
+void check_walk(const CfiRule& r, bool from_rbp, int cfa, bool rbp_saved, int rbp_offset = 0) {
+  REQUIRE(r.walks());
+  CHECK(((r.flags & CfiRule::kCfaFromRbp) != 0) == from_rbp);
+  CHECK(r.cfa_offset == cfa);
+  CHECK(((r.flags & CfiRule::kRbpSaved) != 0) == rbp_saved);
+  if (rbp_saved) CHECK(r.rbp_offset == rbp_offset);
+}
+
+}  // namespace
+
+TEST_CASE("the rule at each instruction of a frame-pointer function follows its call-frame program") {
+  const Tables t = sample_tables();
+  const EhFrameSection s = t.section();
+  check_walk(detail::find_cfi_rule(s, t.at(0x10000)), false, 8, false);      // entry: rsp+8
+  check_walk(detail::find_cfi_rule(s, t.at(0x10001)), false, 16, true, -16);  // after push %rbp
+  check_walk(detail::find_cfi_rule(s, t.at(0x10003)), false, 16, true, -16);  // still before mov
+  check_walk(detail::find_cfi_rule(s, t.at(0x10004)), true, 16, true, -16);   // body: rbp+16
+  check_walk(detail::find_cfi_rule(s, t.at(0x10017)), true, 16, true, -16);   // last body byte
+  check_walk(detail::find_cfi_rule(s, t.at(0x10018)), false, 8, true, -16);   // after leave, at ret
+  check_walk(detail::find_cfi_rule(s, t.at(0x10019)), true, 16, true, -16);   // restored for the code after
+  check_walk(detail::find_cfi_rule(s, t.at(0x1003f)), true, 16, true, -16);   // last byte of the function
+}
+
+TEST_CASE("frameless functions, expressions, the end of the stack and gaps between functions") {
+  const Tables t = sample_tables();
+  const EhFrameSection s = t.section();
+  check_walk(detail::find_cfi_rule(s, t.at(0x10100)), false, 8, false);
+  check_walk(detail::find_cfi_rule(s, t.at(0x10104)), false, 48, false);
+  check_walk(detail::find_cfi_rule(s, t.at(0x10143)), false, 48, false);
+  check_walk(detail::find_cfi_rule(s, t.at(0x10144)), false, 8, false);
+
+  const CfiRule plt = detail::find_cfi_rule(s, t.at(0x10204));
+  CHECK((plt.flags & CfiRule::kKnown) != 0);
+  CHECK_FALSE(plt.walks());
+  CHECK_FALSE(plt.outermost());
+
+  const CfiRule end = detail::find_cfi_rule(s, t.at(0x10300));
+  CHECK(end.outermost());
+  CHECK_FALSE(end.walks());
+
+  // Before the first function, between two, after the last: no FDE covers them.
+  for (std::uint64_t off : {0x0fff0ull, 0x10040ull, 0x100ffull, 0x10310ull, 0x20000ull}) {
+    INFO("offset 0x" << std::hex << off);
+    const CfiRule r = detail::find_cfi_rule(s, t.at(off));
+    CHECK((r.flags & CfiRule::kKnown) != 0);
+    CHECK_FALSE(r.walks());
+    CHECK_FALSE(r.outermost());
+  }
+}
+
+TEST_CASE("truncated or corrupt tables end in 'unsupported', never in a read outside them") {
+  const Tables t = sample_tables();
+  // Every shorter section: the evaluator must stay inside [begin, end) (ASan watches the heap copy below).
+  for (std::size_t size = 0; size < t.bytes.size(); ++size) {
+    std::vector<std::uint8_t> cut(t.bytes.begin(), t.bytes.begin() + static_cast<std::ptrdiff_t>(size));
+    cut.shrink_to_fit();
+    Tables c{std::move(cut)};
+    const CfiRule r = detail::find_cfi_rule(c.section(), c.at(0x10004));
+    INFO("size " << size);
+    // The first function's FDE may be whole in a cut section; then the rule is the right one.
+    if (r.walks()) CHECK(r.cfa_offset == 16);
+    if (size < 4 + 8 + 4 * 8) CHECK_FALSE(r.walks());  // the header and its table are not all there
+  }
+  // Every single byte flipped: some rules still come out, none reads outside the tables.
+  std::size_t walked = 0;
+  for (std::size_t i = 0; i < t.bytes.size(); ++i) {
+    for (std::uint8_t flip : {0x01, 0x80, 0xff}) {
+      Tables c{t.bytes};
+      c.bytes[i] ^= flip;
+      for (std::uint64_t off : {0x10004ull, 0x10104ull, 0x10300ull})
+        walked += detail::find_cfi_rule(c.section(), c.at(off)).walks() ? 1 : 0;
+    }
+  }
+  CHECK(walked > 0);
+}
+
+TEST_CASE("the rule cache returns what was inserted, from many threads at once") {
+  detail::cfi_cache::clear();
+  const std::uint64_t base = 0x7f0000001000ull;
+  auto rule_for = [](std::uint64_t pc) {
+    CfiRule r;
+    r.flags = CfiRule::kKnown | CfiRule::kWalk;
+    r.cfa_offset = static_cast<std::int32_t>(8 + (pc & 0xfff));
+    return r;
+  };
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      // Overlapping ranges: threads race to claim the same slots with the same rules.
+      for (std::uint64_t i = 0; i < 4000; ++i) {
+        const std::uint64_t pc = base + (i + static_cast<std::uint64_t>(t) * 1000) * 16;
+        detail::cfi_cache::insert(pc, rule_for(pc));
+        const CfiRule got = detail::cfi_cache::lookup(pc);
+        if ((got.flags & CfiRule::kKnown) && got.cfa_offset != rule_for(pc).cfa_offset) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(wrong.load() == 0);
+  std::size_t found = 0;
+  for (std::uint64_t i = 0; i < 7000; ++i) {
+    const std::uint64_t pc = base + i * 16;
+    const CfiRule got = detail::cfi_cache::lookup(pc);
+    if (!(got.flags & CfiRule::kKnown)) continue;
+    ++found;
+    REQUIRE(got.cfa_offset == rule_for(pc).cfa_offset);
+  }
+  CHECK(found > 6000);  // 7000 in 16384 slots: only a crowded neighbourhood drops one
+  detail::cfi_cache::clear();
+  CHECK((detail::cfi_cache::lookup(base).flags & CfiRule::kKnown) == 0);
+}
+
+// ---- the whole walk against libunwind's cursor, at timer interrupts of real code ----
+
+namespace {
+
+struct Comparison {
+  pid_t tid = 0;
+  StackBounds stack;
+  const CodeMap* code = nullptr;
+  std::uint64_t dwarf[256];
+  std::uint64_t cursor[256];
+  std::atomic<int> samples{0};
+  std::atomic<int> complete{0};
+  std::atomic<int> mismatched{0};
+  std::size_t deepest = 0;
+  std::size_t bad_frames = 0, bad_cursor_frames = 0, bad_index = 0;
+};
+Comparison g_cmp;
+
+void compare(const ucontext_t& uc);
+
+void compare_on_signal(int, siginfo_t*, void* context) {
+  const int saved_errno = errno;  // libunwind's lookups may set it
+  if (static_cast<pid_t>(syscall(SYS_gettid)) == g_cmp.tid) compare(*static_cast<const ucontext_t*>(context));
+  errno = saved_errno;
+}
+
+void compare(const ucontext_t& uc) {
+  const DwarfWalk walk = unwind_dwarf(RegisterState::from(uc), g_cmp.stack, g_cmp.dwarf, g_cmp.code);
+  const std::size_t n = unwind_libunwind_cursor(uc, g_cmp.cursor);
+  g_cmp.samples.fetch_add(1);
+  if (!walk.complete) return;
+  g_cmp.complete.fetch_add(1);
+  if (walk.frames > g_cmp.deepest) g_cmp.deepest = walk.frames;
+  bool same = walk.frames == n;
+  std::size_t i = 0;
+  for (; same && i < n; ++i) same = g_cmp.dwarf[i] == g_cmp.cursor[i];
+  if (!same && g_cmp.mismatched.fetch_add(1) == 0) {
+    g_cmp.bad_frames = walk.frames;
+    g_cmp.bad_cursor_frames = n;
+    g_cmp.bad_index = i;
+  }
+}
+
+std::atomic<std::uint64_t> g_sink{0};
+
+// Three kinds of frame the CFI must describe: rbp-based, rsp-based (no frame pointer), and one whose size is
+// only known at run time (alloca: rbp-based by necessity).
+std::uint64_t mixed(int depth, std::uint64_t x);
+
+[[gnu::noipa]] std::uint64_t with_frame_pointer(int depth, std::uint64_t x) {
+  std::uint64_t r = mixed(depth - 1, x * 3 + 1);
+  asm volatile("" ::: "memory");
+  return r + 1;
+}
+
+[[gnu::noipa, gnu::optimize("omit-frame-pointer")]] std::uint64_t without_frame_pointer(int depth, std::uint64_t x) {
+  volatile std::uint64_t local[3] = {x, x + 1, x + 2};
+  std::uint64_t r = mixed(depth - 1, local[0] + local[2]);
+  return r + local[1];
+}
+
+[[gnu::noipa]] std::uint64_t with_alloca(int depth, std::uint64_t x) {
+  auto* p = static_cast<volatile std::uint8_t*>(alloca(16 + (x & 127)));
+  p[0] = static_cast<std::uint8_t>(x);
+  std::uint64_t r = mixed(depth - 1, x + p[0]);
+  return r + p[0];
+}
+
+// Tiny callees, so that many interrupts land in prologues and epilogues, where the rules change by the
+// instruction (after `pop %rbp` the saved rbp's slot lies below rsp, for one).
+[[gnu::noipa]] std::uint64_t tiny_with_frame(std::uint64_t x) {
+  asm volatile("" ::: "memory");
+  return x * 6364136223846793005ull + 1442695040888963407ull;
+}
+
+[[gnu::noipa, gnu::optimize("omit-frame-pointer")]] std::uint64_t tiny_without_frame(std::uint64_t x) {
+  return (x ^ (x >> 17)) + 1;
+}
+
+[[gnu::noipa, gnu::optimize("omit-frame-pointer")]] std::uint64_t leaf_spin(std::uint64_t x) {
+  for (int i = 0; i < 5000; ++i) x = tiny_without_frame(tiny_with_frame(x));
+  return x;
+}
+
+std::uint64_t mixed(int depth, std::uint64_t x) {
+  if (depth <= 0) return leaf_spin(x);
+  switch (depth % 3) {
+    case 0: return with_frame_pointer(depth, x);
+    case 1: return without_frame_pointer(depth, x);
+    default: return with_alloca(depth, x);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the DWARF walk finds exactly libunwind's frames where it completes, and completes nearly always") {
+  if (selfperf_test::kTsan) {
+    // Its handler runs at TSan's next safe point with the context saved at delivery: the stack has moved on.
+    MESSAGE("skipped under TSan: a delayed handler's context no longer matches the stack (the sampler refuses "
+            "Unwinder::libunwind there)");
+    return;
+  }
+  g_cmp.tid = static_cast<pid_t>(syscall(SYS_gettid));
+  g_cmp.stack = StackBounds::of_this_thread();
+  g_cmp.code = CodeMap::refresh();
+  struct sigaction sa {}, old{};
+  sa.sa_sigaction = compare_on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(sigaction(SIGALRM, &sa, &old) == 0);
+  itimerval every{{0, 300}, {0, 300}};
+  REQUIRE(setitimer(ITIMER_REAL, &every, nullptr) == 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::uint64_t round = 0;
+  while (g_cmp.samples.load() < 2000 && std::chrono::steady_clock::now() < deadline) {
+    g_sink += mixed(10 + static_cast<int>(round % 30), round);
+    ++round;
+  }
+  itimerval off{};
+  setitimer(ITIMER_REAL, &off, nullptr);
+  sigaction(SIGALRM, &old, nullptr);
+
+  INFO("samples " << g_cmp.samples.load() << ", complete " << g_cmp.complete.load() << ", deepest "
+                  << g_cmp.deepest << "; first mismatch: " << g_cmp.bad_frames << " vs libunwind's "
+                  << g_cmp.bad_cursor_frames << " frames, differing at " << g_cmp.bad_index);
+  MESSAGE("DWARF walk vs libunwind: " << g_cmp.samples.load() << " samples, " << g_cmp.complete.load()
+                                       << " walked to the end without libunwind, deepest " << g_cmp.deepest);
+  REQUIRE(g_cmp.samples.load() >= 2000);
+  CHECK(g_cmp.mismatched.load() == 0);
+  // Only samples that land in a PLT stub or the timer's own path go to libunwind.
+  CHECK(g_cmp.complete.load() >= g_cmp.samples.load() * 9 / 10);
+  CHECK(g_cmp.deepest >= 15);
+}
