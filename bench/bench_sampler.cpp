@@ -51,6 +51,29 @@ template <typename Fn>
   asm volatile("" ::: "memory");  // not a tail call: each level keeps its frame
 }
 
+// The same depth made of distinct functions (one instantiation per level): every frame has its own return
+// address, as in a deep call chain that is not recursion.
+template <int N, typename Fn>
+[[gnu::noinline]] void distinct_chain(Fn& fn) {
+  if constexpr (N <= 1) {
+    fn();
+  } else {
+    distinct_chain<N - 1>(fn);
+  }
+  asm volatile("" ::: "memory");
+}
+
+// The same recursion without frame pointers (rsp-based CFA rules): what DWARF unwinding is for.
+template <typename Fn>
+[[gnu::noinline, gnu::optimize("omit-frame-pointer")]] void at_depth_no_frame_pointer(int depth, Fn& fn) {
+  if (depth <= 1) {
+    fn();
+  } else {
+    at_depth_no_frame_pointer(depth - 1, fn);
+  }
+  asm volatile("" ::: "memory");
+}
+
 double now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -148,7 +171,9 @@ void BM_walk_in_handler(benchmark::State& state, bool dwarf) {
 
 enum class Direct { frame_pointer, dwarf, libunwind_fast, libunwind_cursor };
 
-void BM_unwind(benchmark::State& state, Direct which) {
+enum class Shape { recursion, distinct_functions, no_frame_pointer };
+
+void BM_unwind(benchmark::State& state, Direct which, Shape shape) {
   int depth = static_cast<int>(state.range(0));
   selfperf::StackBounds stack = selfperf::StackBounds::of_this_thread();
   const selfperf::CodeMap* code = selfperf::CodeMap::refresh();
@@ -177,7 +202,11 @@ void BM_unwind(benchmark::State& state, Direct which) {
       benchmark::DoNotOptimize(n);
     }
   };
-  at_depth(depth, body);
+  switch (shape) {
+    case Shape::recursion: at_depth(depth, body); break;
+    case Shape::distinct_functions: distinct_chain<127>(body); break;  // ~130 frames with the harness's
+    case Shape::no_frame_pointer: at_depth_no_frame_pointer(depth, body); break;
+  }
   state.counters["frames"] = static_cast<double>(n);
 }
 
@@ -361,10 +390,19 @@ void register_all() {
   sigaction(g_floor_signal, &sa, nullptr);
 
   for (int depth : {13, 130}) {
-    benchmark::RegisterBenchmark("unwind/frame_pointer", BM_unwind, Direct::frame_pointer)->Arg(depth);
-    benchmark::RegisterBenchmark("unwind/dwarf", BM_unwind, Direct::dwarf)->Arg(depth);
-    benchmark::RegisterBenchmark("unwind/libunwind_fast", BM_unwind, Direct::libunwind_fast)->Arg(depth);
-    benchmark::RegisterBenchmark("unwind/libunwind_cursor", BM_unwind, Direct::libunwind_cursor)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/frame_pointer", BM_unwind, Direct::frame_pointer, Shape::recursion)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/dwarf", BM_unwind, Direct::dwarf, Shape::recursion)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/libunwind_fast", BM_unwind, Direct::libunwind_fast, Shape::recursion)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/libunwind_cursor", BM_unwind, Direct::libunwind_cursor, Shape::recursion)
+        ->Arg(depth);
+  }
+  for (Shape shape : {Shape::distinct_functions, Shape::no_frame_pointer}) {
+    const std::string suffix = shape == Shape::distinct_functions ? ":distinct_functions" : ":no_frame_pointer";
+    benchmark::RegisterBenchmark(("unwind/frame_pointer" + suffix).c_str(), BM_unwind, Direct::frame_pointer, shape)
+        ->Arg(130);
+    benchmark::RegisterBenchmark(("unwind/dwarf" + suffix).c_str(), BM_unwind, Direct::dwarf, shape)->Arg(130);
+    benchmark::RegisterBenchmark(("unwind/libunwind_fast" + suffix).c_str(), BM_unwind, Direct::libunwind_fast, shape)
+        ->Arg(130);
   }
   for (int depth : {13, 130}) {
     benchmark::RegisterBenchmark("handler/floor:empty", BM_floor, FloorMode::empty)->Arg(depth);

@@ -46,6 +46,7 @@ struct ThreadState {
   std::atomic<std::uint64_t> throttled{0};    // from the ring's stats, at detach
   std::atomic<std::uint64_t> signals{0};
   std::atomic<std::uint64_t> sigio{0};
+  std::atomic<std::uint64_t> unwound_by_libunwind{0};
 
   bool detached = false;  // guarded by SamplerCore::mutex
 };

@@ -49,7 +49,9 @@ std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uin
   RegisterState regs = RegisterState::from(uc);
   if (s.unwinder == Unwinder::libunwind) {
     const DwarfWalk walk = unwind_dwarf(regs, s.stack, out, s.code);
-    return walk.complete ? walk.frames : unwind_libunwind(regs, out);
+    if (walk.complete) return walk.frames;
+    s.unwound_by_libunwind.fetch_add(1, std::memory_order_relaxed);
+    return unwind_libunwind(regs, out);
   }
   return unwind_frame_pointer(regs, s.stack, out, s.code);
 }

@@ -119,6 +119,7 @@ class Sampler {
     std::uint64_t sigio = 0;           // SIGIO fallbacks (real-time signal queue full)
     std::uint64_t ignored = 0;         // our signal number, not raised by the kernel for our events (process-wide)
     std::uint64_t attach_failed = 0;   // new threads attach_new_threads could not attach (reason on stderr)
+    std::uint64_t unwound_by_libunwind = 0;  // Unwinder::libunwind samples the DWARF walk handed to unw_backtrace
     std::vector<ThreadTotals> threads;
   };
 
