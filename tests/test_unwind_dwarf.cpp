@@ -236,6 +236,47 @@ TEST_CASE("the rule cache returns what was inserted, from many threads at once")
   CHECK((detail::cfi_cache::lookup(base).flags & CfiRule::kKnown) == 0);
 }
 
+TEST_CASE("a full rule cache replaces entries instead of refusing new ones, and never returns a wrong rule") {
+  detail::cfi_cache::clear();
+  auto rule_for = [](std::uint64_t key) {
+    CfiRule r;
+    r.flags = CfiRule::kKnown | CfiRule::kWalk;
+    r.cfa_offset = static_cast<std::int32_t>(8 + (key % 100003));
+    return r;
+  };
+  // Three times as many keys as slots, from four threads at once, each checking what it reads back.
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < 3 * detail::cfi_cache::kSlots / 4; ++i) {
+        const std::uint64_t key = 0x560000000000ull + (t * 3 * detail::cfi_cache::kSlots / 4 + i) * 5;
+        detail::cfi_cache::insert(key, rule_for(key));
+        for (std::uint64_t back : {key, key - 5 * 4, key - 5 * 1000}) {
+          const CfiRule got = detail::cfi_cache::lookup(back);
+          if ((got.flags & CfiRule::kKnown) && got.cfa_offset != rule_for(back).cfa_offset) wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(wrong.load() == 0);
+  // The most recent keys are there even though every neighbourhood is full.
+  std::size_t recent = 0;
+  const std::uint64_t first = 0x7f0000000000ull;
+  for (std::uint64_t i = 0; i < 2000; ++i) detail::cfi_cache::insert(first + i * 16, rule_for(first + i * 16));
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    const CfiRule got = detail::cfi_cache::lookup(first + i * 16);
+    if (got.flags & CfiRule::kKnown) {
+      ++recent;
+      CHECK(got.cfa_offset == rule_for(first + i * 16).cfa_offset);
+    }
+  }
+  INFO("recent keys found: " << recent << " of 2000");
+  CHECK(recent > 1800);
+  detail::cfi_cache::clear();
+}
+
 // ---- the whole walk against libunwind's cursor, at timer interrupts of real code ----
 
 namespace {

@@ -385,16 +385,26 @@ std::atomic<std::uint64_t> g_rules[kSlots];
 
 void insert(std::uint64_t key, CfiRule rule) noexcept {
   if (key == 0) return;
+  const auto word = std::bit_cast<std::uint64_t>(rule);
   for (std::uint64_t i = 0; i < kProbes; ++i) {
     const std::uint64_t slot = (key + i) & (kSlots - 1);
     std::uint64_t found = g_keys[slot].load(std::memory_order_relaxed);
     if (found == 0 && g_keys[slot].compare_exchange_strong(found, key, std::memory_order_relaxed)) found = key;
     if (found == key) {
       // Every thread computes the same rule for a key, so racing publishers store the same word.
-      g_rules[slot].store(std::bit_cast<std::uint64_t>(rule), std::memory_order_release);
+      g_rules[slot].store(word, std::memory_order_release);
       return;
     }
   }
+  // Every slot near home is taken: replace one, chosen by the bits above the home index so that keys sharing
+  // a home (addresses a multiple of the table size apart) land in different slots. Claiming it by zeroing its
+  // published rule makes concurrent readers miss and leaves it to one writer; a slot in the middle of another
+  // write is left alone.
+  const std::uint64_t slot = (key + ((key >> kBits) & (kProbes - 1))) & (kSlots - 1);
+  std::uint64_t old = g_rules[slot].load(std::memory_order_relaxed);
+  if (old == 0 || !g_rules[slot].compare_exchange_strong(old, 0, std::memory_order_acquire)) return;
+  g_keys[slot].store(key, std::memory_order_relaxed);
+  g_rules[slot].store(word, std::memory_order_release);
 }
 
 void clear() noexcept {

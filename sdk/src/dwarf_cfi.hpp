@@ -39,8 +39,9 @@ CfiRule find_cfi_rule(const EhFrameSection& section, std::uint64_t pc) noexcept;
 
 // Rules shared by all threads, keyed by return address (the rule is the one at address - 1, the call) or by
 // an interrupted IP tagged with kExactIp (the rule at that very instruction: it may differ). Open addressing;
-// slots are claimed with a compare-and-swap and never freed; a full neighbourhood is simply not cached.
-// Signal-safe (lock-free atomics only). The lookup is inline: the DWARF walk does one per frame, on the chain
+// empty slots are claimed with a compare-and-swap; when a key's whole neighbourhood is taken (a long profile
+// of a large program samples more distinct addresses than there are slots) the home slot is replaced, so the
+// cache keeps the addresses in use instead of filling up for good. Signal-safe (lock-free atomics only). The lookup is inline: the DWARF walk does one per frame, on the chain
 // of dependent loads (return address -> rule -> next return address) that sets its speed.
 namespace cfi_cache {
 
@@ -50,7 +51,8 @@ constexpr std::uint64_t kSlots = std::uint64_t{1} << kBits;
 constexpr std::uint64_t kProbes = 8;
 
 // Two arrays, not an array of pairs: 8-byte elements are reached with a scaled index, one instruction less
-// on that chain. A rule is 0 until published; a reader that sees the key first treats the slot as a miss.
+// on that chain. A writer zeroes the rule before it changes the key and publishes the rule last; a reader
+// takes a rule only when it is non-zero and the key reads the same before and after it.
 extern std::atomic<std::uint64_t> g_keys[kSlots];
 extern std::atomic<std::uint64_t> g_rules[kSlots];
 
@@ -60,15 +62,21 @@ inline CfiRule lookup(std::uint64_t key) noexcept {
   for (std::uint64_t i = 0; i < kProbes; ++i) {
     const std::uint64_t slot = (key + i) & (kSlots - 1);
     const std::uint64_t found = g_keys[slot].load(std::memory_order_relaxed);
-    if (found == key) return std::bit_cast<CfiRule>(g_rules[slot].load(std::memory_order_acquire));
+    if (found == key) {
+      const std::uint64_t rule = g_rules[slot].load(std::memory_order_acquire);
+      // Off the walk's chain: the branch on this check is predicted.
+      if (g_keys[slot].load(std::memory_order_relaxed) != key) break;
+      return std::bit_cast<CfiRule>(rule);
+    }
     if (found == 0) break;
   }
   return CfiRule{};
 }
 void insert(std::uint64_t key, CfiRule rule) noexcept;
-// Forgets every rule (objects were unloaded: their addresses may now hold other code). Not for handlers. One
-// racing with it may read a miss, or for that one sample another address's rule; the walk checks every
-// address it derives against the stack bounds, so a wrong rule ends a walk early, it never faults.
+// Forgets every rule (objects were unloaded: their addresses may now hold other code). Not for handlers.
+// A reader racing with it, or with two replacements of one slot between its loads, may take another
+// address's rule for that one sample; the walk checks every address it derives against the stack bounds,
+// so a wrong rule ends a walk early or misnames a frame, it never faults.
 void clear() noexcept;
 
 }  // namespace cfi_cache
