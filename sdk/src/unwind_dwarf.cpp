@@ -30,8 +30,9 @@ inline CfiRule rule_for(const CodeMap& code, std::uint64_t key) noexcept {
 }  // namespace
 
 // The loop's speed is its chain of dependent loads: return address -> cached rule -> next return address
-// (plus rbp, in parallel). Flags are tested with branches, which predict, rather than folded into the chain:
-// about 17 cycles a frame where the frame-pointer walk needs 5.
+// (plus rbp, in parallel), ~13 cycles of latency where the frame-pointer walk has 5 (measured: 3-4x its
+// time). Flags are tested with branches, which predict, rather than folded into the chain with conditional
+// moves (that alone took 130 frames from 1.55 to 0.85 µs).
 [[gnu::no_sanitize("address", "thread")]] DwarfWalk unwind_dwarf(const RegisterState& regs,
                                                                  const StackBounds& stack,
                                                                  std::span<std::uint64_t> out,
