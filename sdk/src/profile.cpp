@@ -168,6 +168,7 @@ namespace {
 std::mutex g_mu;
 Profiler* g_profiler = nullptr;  // never destroyed: threads may still attach while exit() runs
 std::atomic<bool> g_running{false};
+pid_t g_owner = 0;  // the process that started the profile
 
 }  // namespace
 
@@ -186,6 +187,7 @@ bool profile_from_env() {
     std::fprintf(stderr, "selfperf: profiling disabled: %s\n", e.what());
     return false;
   }
+  g_owner = ::getpid();
   g_running = true;
   std::atexit([] { profile_stop(); });
   return true;
@@ -198,6 +200,11 @@ void profile_attach_this_thread() noexcept {
   } catch (const Error& e) {
     std::fprintf(stderr, "selfperf: thread %d not profiled: %s\n", static_cast<int>(::gettid()), e.what());
   }
+}
+
+void profile_before_exec() noexcept {
+  // getpid(), not a cached value: in a vfork() child this memory is the parent's, the pid is not.
+  if (g_running.load(std::memory_order_acquire) && ::getpid() == g_owner) profile_stop();
 }
 
 void profile_stop() noexcept {

@@ -59,5 +59,11 @@ bool profile_from_env();
 void profile_attach_this_thread() noexcept;
 // Stops and writes the process-wide profile now (also done at exit).
 void profile_stop() noexcept;
+// Call right before this process replaces its image with exec*(): stops and writes the profile, as exit()
+// would. Without it a sample signal the kernel queued during the exec (its work counts as the thread's CPU
+// time) arrives after exec has reset the handlers, and kills the new program. A no-op in a child of fork() or
+// vfork() (the profile, and with vfork its memory, are the parent's). The preload library calls it from its
+// exec wrappers; a program that calls profile_from_env() itself and then execs calls it first.
+void profile_before_exec() noexcept;
 
 }  // namespace selfperf
