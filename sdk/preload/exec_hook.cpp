@@ -19,18 +19,21 @@ Fn next(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
 }
 
-// The execl forms take their arguments as a null-terminated list starting at `arg0`. Both helpers consume the
-// list through its terminating null (execle's envp follows it).
-std::size_t count_args(const char* arg0, va_list* args) {
+// The execl forms take their arguments as a null-terminated list starting at `arg0` (execle's envp follows
+// the null). Gathers the list into an argv on this stack and runs `exec(argv, envp)` while it lives.
+template <class Exec>
+int exec_with_list(const char* arg0, va_list* args, bool envp_follows, Exec exec) {
+  va_list counting;
+  va_copy(counting, *args);
   std::size_t n = 0;
-  for (const char* a = arg0; a != nullptr; a = va_arg(*args, const char*)) ++n;
-  return n;
-}
-
-void fill_args(char** argv, std::size_t n, const char* arg0, va_list* args) {
+  for (const char* a = arg0; a != nullptr; a = va_arg(counting, const char*)) ++n;
+  va_end(counting);
+  auto** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
   for (std::size_t i = 0; i < n; ++i) argv[i] = const_cast<char*>(i == 0 ? arg0 : va_arg(*args, const char*));
   if (n > 0) va_arg(*args, const char*);  // the terminating null
   argv[n] = nullptr;
+  char* const* envp = envp_follows ? va_arg(*args, char* const*) : nullptr;
+  return exec(argv, envp);
 }
 
 using Execve = int (*)(const char*, char* const[], char* const[]);
@@ -75,38 +78,26 @@ int execveat(int dirfd, const char* path, char* const argv[], char* const envp[]
 int execl(const char* path, const char* arg0, ...) {
   va_list args;
   va_start(args, arg0);
-  const std::size_t n = count_args(arg0, &args);
+  const int rc = exec_with_list(arg0, &args, false, [&](char** argv, char* const*) { return execv(path, argv); });
   va_end(args);
-  auto** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  va_start(args, arg0);
-  fill_args(argv, n, arg0, &args);
-  va_end(args);
-  return execv(path, argv);
+  return rc;
 }
 
 int execlp(const char* file, const char* arg0, ...) {
   va_list args;
   va_start(args, arg0);
-  const std::size_t n = count_args(arg0, &args);
+  const int rc = exec_with_list(arg0, &args, false, [&](char** argv, char* const*) { return execvp(file, argv); });
   va_end(args);
-  auto** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  va_start(args, arg0);
-  fill_args(argv, n, arg0, &args);
-  va_end(args);
-  return execvp(file, argv);
+  return rc;
 }
 
 int execle(const char* path, const char* arg0, ...) {
   va_list args;
   va_start(args, arg0);
-  const std::size_t n = count_args(arg0, &args);
+  const int rc =
+      exec_with_list(arg0, &args, true, [&](char** argv, char* const* envp) { return execve(path, argv, envp); });
   va_end(args);
-  auto** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  va_start(args, arg0);
-  fill_args(argv, n, arg0, &args);
-  auto* const* envp = va_arg(args, char* const*);  // after the list's terminating null
-  va_end(args);
-  return execve(path, argv, envp);
+  return rc;
 }
 
 }  // extern "C"
