@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "group_pages.hpp"
+#include "interleaved.hpp"
 #include "selfperf/counter_group.hpp"
 #include "selfperf/mmap_read.hpp"
 #include "selfperf/instrument.hpp"
@@ -105,12 +106,12 @@ void BM_TwoReadsOfDefaultEvents(benchmark::State& state) {
   }
 }
 
-BENCHMARK(BM_TwoReadsOfDefaultEvents)->Repetitions(9)->ReportAggregatesOnly(true);
-BENCHMARK(BM_EmptyScopeMacro)->Repetitions(9)->ReportAggregatesOnly(true);
-BENCHMARK(BM_TwoFastReadsSynthetic)->Repetitions(9)->ReportAggregatesOnly(true);
-BENCHMARK(BM_ScopePairSynthetic)->Repetitions(9)->ReportAggregatesOnly(true);
-BENCHMARK(BM_RawRead)->Arg(1)->Arg(3)->Repetitions(9)->ReportAggregatesOnly(true);
-BENCHMARK(BM_GroupRead)->Arg(1)->Arg(3)->Repetitions(9)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TwoReadsOfDefaultEvents)->Repetitions(15)->ReportAggregatesOnly(true);
+BENCHMARK(BM_EmptyScopeMacro)->Repetitions(15)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TwoFastReadsSynthetic)->Repetitions(15)->ReportAggregatesOnly(true);
+BENCHMARK(BM_ScopePairSynthetic)->Repetitions(15)->ReportAggregatesOnly(true);
+BENCHMARK(BM_RawRead)->Arg(1)->Arg(3)->Repetitions(15)->ReportAggregatesOnly(true);
+BENCHMARK(BM_GroupRead)->Arg(1)->Arg(3)->Repetitions(15)->ReportAggregatesOnly(true);
 
 // Collects the medians so the ratios can be printed side by side after the run.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -126,7 +127,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
+  selfperf_bench::initialize_interleaved(argc, argv);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   int failures = 0;

@@ -18,6 +18,7 @@
 
 #include "perf_syscall.hpp"
 #include "selfperf/hw_read.hpp"
+#include "interleaved.hpp"
 #include "selfperf/mmap_read.hpp"
 
 namespace {
@@ -205,15 +206,8 @@ void print_ratio(const AggregateRecorder& r, const char* what, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Interleave the repetitions of all benchmarks in random order, so that a change in machine load
-  // during the run hits every benchmark alike instead of skewing the ratios (a command-line flag after
-  // this one still overrides it).
-  std::vector<char*> args(argv, argv + argc);
-  std::string interleave = "--benchmark_enable_random_interleaving=true";
-  args.insert(args.begin() + 1, interleave.data());
-  int args_count = static_cast<int>(args.size());
-  benchmark::Initialize(&args_count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
+  selfperf_bench::initialize_interleaved(argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   const HardwareCycles hw = open_hardware_cycles();
 #if defined(__x86_64__)
   if (hw.page) register_hardware_benchmarks(*hw.page);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "interleaved.hpp"
 #include "selfperf/histogram.hpp"
 
 namespace {
@@ -93,13 +94,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Interleave the repetitions of the four benchmarks so that load from other processes on a shared machine
-  // falls on all of them alike and the ratios stay meaningful.
-  std::vector<char*> args(argv, argv + argc);
-  char interleave[] = "--benchmark_enable_random_interleaving=true";
-  args.insert(args.begin() + 1, interleave);
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
+  selfperf_bench::initialize_interleaved(argc, argv);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   const double record = reporter.medians["BM_HistogramRecord"];
