@@ -252,10 +252,15 @@ TEST_CASE("a ring larger than the locked-memory allowance names perf_event_mlock
   rlimit none = old;
   none.rlim_cur = 0;
   REQUIRE(::setrlimit(RLIMIT_MEMLOCK, &none) == 0);
+  // The allowance is perf_event_mlock_kb per online CPU: take the first power of two of pages beyond it.
+  const long allowance_kb = std::stol(selfperf::detail::read_text_file("/proc/sys/kernel/perf_event_mlock_kb")) *
+                            ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::size_t pages = 1;
+  while (static_cast<long>(pages) * (::sysconf(_SC_PAGESIZE) / 1024) <= allowance_kb) pages *= 2;
   std::string message;
   int err = 0;
   try {
-    RingBuffer ring(fd.get(), 1024);  // 4 MiB > 516 KiB default
+    RingBuffer ring(fd.get(), pages);
   } catch (const selfperf::Error& e) {
     message = e.what();
     err = e.errno_value();
@@ -263,6 +268,7 @@ TEST_CASE("a ring larger than the locked-memory allowance names perf_event_mlock
   ::setrlimit(RLIMIT_MEMLOCK, &old);
   CHECK(err == EPERM);
   CHECK(message.find("perf_event_mlock_kb") != std::string::npos);
+  CHECK(message.find("online CPUs") != std::string::npos);
 }
 
 // ---- a real software event ----

@@ -25,12 +25,18 @@ std::string mmap_error(int err, int fd, std::size_t data_pages, std::size_t leng
   switch (err) {
     case EPERM:
     case ENOMEM: {
+      // The kernel scales the sysctl by the online CPUs (perf_mmap: user_lock_limit *= num_online_cpus()),
+      // so the same ring fits on a 16-CPU machine and not on a 2-CPU one: give the product.
       std::string limit = detail::read_text_file("/proc/sys/kernel/perf_event_mlock_kb");
-      return head + "Unprivileged processes may lock at most perf_event_mlock_kb (" +
-             (limit.empty() ? std::string("unknown") : limit) +
-             " KiB per user, /proc/sys/kernel/perf_event_mlock_kb) of ring buffers beyond RLIMIT_MEMLOCK: "
-             "use fewer data pages or fewer events, raise it (sudo sysctl kernel.perf_event_mlock_kb=…), "
-             "or grant CAP_IPC_LOCK.";
+      const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+      std::string allowance = "unknown";
+      if (!limit.empty() && cpus > 0)
+        allowance = limit + " KiB x " + std::to_string(cpus) + " online CPUs = " +
+                    std::to_string(std::stoll(limit) * cpus) + " KiB";
+      return head + "Unprivileged processes may lock at most perf_event_mlock_kb times the online CPUs (" +
+             allowance + " per user, /proc/sys/kernel/perf_event_mlock_kb) of ring buffers beyond "
+             "RLIMIT_MEMLOCK: use fewer data pages or fewer events, raise it (sudo sysctl "
+             "kernel.perf_event_mlock_kb=…), raise RLIMIT_MEMLOCK (ulimit -l), or grant CAP_IPC_LOCK.";
     }
     case EINVAL:
       return head + "The page count must be 1 + a power of two, and the fd a perf event that is not already "
