@@ -77,7 +77,11 @@ constexpr std::uintptr_t kPageSize = 4096;
   // The loop runs at the L1 load-to-use latency (4-5 cycles a frame): each frame's address is the previous
   // load's result. Confirming the unchanged outer frames against a memo of the previous walk with
   // independent loads was tried (bench_sampler, interleaved): 0.68-1.15x this loop at 130 frames depending
-  // on how busy the core's other hyperthread was, 1.3x at 15 frames, so it was not kept.
+  // on how busy the core's other hyperthread was, 1.3x at 15 frames, so it was not kept. Value speculation
+  // (predict the next frame at this one plus the last frame's size, confirmed by a branch, so that the loads
+  // need not wait for each other) was tried as well: 1.1-1.4x slower at 133 frames. The loop then runs at
+  // its instruction throughput, no better than the load latency, and each frame of another size costs a
+  // mispredicted branch.
   // Every frame lies above the interrupted stack pointer (itself inside the stack) and leaves room for its
   // 16-byte record below the top: two compares per frame keep each load inside the stack.
   std::uintptr_t floor = regs.sp;
