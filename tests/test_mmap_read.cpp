@@ -481,12 +481,11 @@ template <class WriterRound, class Read>
 RaceStats race(WriterRound writer_round, Read read) {
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> rounds{0};
-  // Reads finished (kept or fallen back), and whether the last many all fell back. A writer on a core of
-  // its own can keep a slow reader (TSan, three seqlocks) from ever completing: it then waits until a whole
-  // read has run after its round (two finished reads), so the reader always progresses and the rest of the
-  // time the two race flat out.
+  // Reads finished (kept or fallen back). A writer racing flat out on a core of its own kept a slow reader
+  // (TSan, three seqlocks) from ever completing: after each round it waits for the read in flight to end,
+  // so every read overlaps at most one round and its retries get through, while the next round still
+  // starts as the next read does.
   std::atomic<std::uint64_t> attempts{0};
-  std::atomic<bool> starving{false};
   std::thread writer([&] {
     for (std::uint64_t g = 1; !stop.load(std::memory_order_relaxed); ++g) {
       writer_round(g);
@@ -494,21 +493,15 @@ RaceStats race(WriterRound writer_round, Read read) {
       // Give readers a window between updates; the updates themselves still race the reads.
       for (int i = 0; i < 32 && !stop.load(std::memory_order_relaxed); ++i) {
       }
-      if (starving.load(std::memory_order_relaxed)) {
-        const std::uint64_t seen = attempts.load(std::memory_order_acquire);
-        while (attempts.load(std::memory_order_acquire) < seen + 2 && !stop.load(std::memory_order_relaxed)) {
-        }
+      const std::uint64_t seen = attempts.load(std::memory_order_acquire);
+      while (attempts.load(std::memory_order_acquire) == seen && !stop.load(std::memory_order_relaxed)) {
       }
     }
   });
   RaceStats stats;
   std::uint64_t last_g = 0;
-  std::uint64_t fallback_streak = 0;
   while (stats.reads < kReads || rounds.load(std::memory_order_relaxed) < kMinWriterRounds) {
-    const std::uint64_t fallbacks_before = stats.fallbacks;
     read(stats, last_g);
-    fallback_streak = stats.fallbacks != fallbacks_before ? fallback_streak + 1 : 0;
-    starving.store(fallback_streak >= 16, std::memory_order_relaxed);
     attempts.fetch_add(1, std::memory_order_release);
   }
   stop = true;
