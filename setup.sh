@@ -78,8 +78,9 @@ case "$mode" in
     (cd build && ctest -j"$jobs" --output-on-failure)
     ;;
   bench)
-    build build -DCMAKE_BUILD_TYPE=Release
-    for b in build/bench/bench_*; do echo "== $b"; "$b"; done
+    # A build of its own: Release without the tests, and `build` (the tests' RelWithDebInfo) left as it is.
+    build build-bench -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSELFPERF_BUILD_SAMPLES=OFF
+    for b in build-bench/bench/bench_*; do echo "== $b"; "$b"; done
     ;;
   *) echo "usage: $0 demo|test|bench" >&2; exit 2 ;;
 esac
