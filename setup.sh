@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # selfperf set-up: installs what is missing (Debian 12, as root), builds, and runs the demo or the tests.
 #   ./setup.sh demo    install, build, run the main demo
-#   ./setup.sh test    install, build plain + ASan/UBSan + TSan with -Werror, run every test (also as nobody)
+#   ./setup.sh test    install, build plain + ASan/UBSan + TSan with -Werror, run every test (also as nobody),
+#                      then compile the Release benchmarks
 #   ./setup.sh bench   install, build, run the benchmarks (ratios printed)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -51,6 +52,10 @@ build() {  # build <dir> [cmake args…]
   cmake --build "$dir" -j"$jobs"
 }
 
+# The benchmarks build on their own, in Release (no tests), leaving build/ as the tests configured it. -O3 warns
+# where -O2 does not, so `test` compiles this build too (without running it).
+build_bench() { build build-bench -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSELFPERF_BUILD_SAMPLES=OFF; }
+
 install_missing
 case "$mode" in
   demo)
@@ -76,10 +81,10 @@ case "$mode" in
     # Hardware-only tests: show what they said (on a VM: "skipped: no hardware PMU").
     (cd build && ctest -L hardware -V 2>&1 | grep -E "^[0-9]+: (skipped|\[doctest\] test cases)" || true)
     (cd build && ctest -j"$jobs" --output-on-failure)
+    build_bench
     ;;
   bench)
-    # A build of its own: Release without the tests, and `build` (the tests' RelWithDebInfo) left as it is.
-    build build-bench -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSELFPERF_BUILD_SAMPLES=OFF
+    build_bench
     for b in build-bench/bench/bench_*; do echo "== $b"; "$b"; done
     ;;
   *) echo "usage: $0 demo|test|bench" >&2; exit 2 ;;
