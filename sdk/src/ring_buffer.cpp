@@ -3,11 +3,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "event_text.hpp"
 #include "perf_syscall.hpp"
 #include "selfperf/error.hpp"
 
@@ -29,10 +31,11 @@ std::string mmap_error(int err, int fd, std::size_t data_pages, std::size_t leng
       // so the same ring fits on a 16-CPU machine and not on a 2-CPU one: give the product.
       std::string limit = detail::read_text_file("/proc/sys/kernel/perf_event_mlock_kb");
       const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+      const std::optional<std::uint64_t> limit_kb = detail::parse_number(limit);
       std::string allowance = "unknown";
-      if (!limit.empty() && cpus > 0)
+      if (limit_kb && cpus > 0)
         allowance = limit + " KiB x " + std::to_string(cpus) + " online CPUs = " +
-                    std::to_string(std::stoll(limit) * cpus) + " KiB";
+                    std::to_string(*limit_kb * static_cast<std::uint64_t>(cpus)) + " KiB";
       return head + "Unprivileged processes may lock at most perf_event_mlock_kb times the online CPUs (" +
              allowance + " per user, /proc/sys/kernel/perf_event_mlock_kb) of ring buffers beyond "
              "RLIMIT_MEMLOCK: use fewer data pages or fewer events, raise it (sudo sysctl "
