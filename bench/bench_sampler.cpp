@@ -74,6 +74,39 @@ template <typename Fn>
   asm volatile("" ::: "memory");
 }
 
+// Recursion whose frames differ in size at random (0-5 extra 16-byte blocks each): a deep stack of mixed
+// functions, where the frame-pointer walk's prediction of equal frames mostly fails.
+template <typename Fn>
+[[gnu::noinline]] void at_depth_mixed_frames(int depth, Fn& fn, unsigned seed) {
+  seed = seed * 1103515245u + 12345u;
+  auto* block = static_cast<volatile char*>(alloca(16 * ((seed >> 16) % 6) + 1));
+  block[0] = 0;
+  if (depth <= 1) {
+    fn();
+  } else {
+    at_depth_mixed_frames(depth - 1, fn, seed);
+  }
+  asm volatile("" ::: "memory");
+}
+
+// The frame-pointer rule applied one frame at a time, each load waiting for the last: the baseline that
+// unwind_frame_pointer's prediction of equal frames is measured against.
+[[gnu::noinline]] std::size_t walk_one_frame_at_a_time(const selfperf::RegisterState& regs,
+                                                       const selfperf::StackBounds& stack,
+                                                       std::span<std::uint64_t> out) {
+  std::size_t n = 0;
+  std::uintptr_t fp = regs.fp, floor = regs.sp;
+  while (n < out.size() && fp >= floor && fp <= stack.high - 16 && (fp & 7u) == 0) {
+    auto next = *reinterpret_cast<const std::uint64_t*>(fp);
+    auto ret = *reinterpret_cast<const std::uint64_t*>(fp + 8);
+    if (ret == 0) break;
+    out[n++] = ret;
+    floor = fp + 16;
+    fp = next;
+  }
+  return n;
+}
+
 double now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -169,9 +202,9 @@ void BM_walk_in_handler(benchmark::State& state, bool dwarf) {
 
 // ---------- the unwinders alone, without signal delivery (less noise on a loaded machine) ----------
 
-enum class Direct { frame_pointer, dwarf, libunwind_fast, libunwind_cursor };
+enum class Direct { frame_pointer, frame_pointer_one_at_a_time, dwarf, libunwind_fast, libunwind_cursor };
 
-enum class Shape { recursion, distinct_functions, no_frame_pointer };
+enum class Shape { recursion, distinct_functions, no_frame_pointer, mixed_frames };
 
 void BM_unwind(benchmark::State& state, Direct which, Shape shape) {
   int depth = static_cast<int>(state.range(0));
@@ -188,6 +221,9 @@ void BM_unwind(benchmark::State& state, Direct which, Shape shape) {
       switch (which) {
         case Direct::frame_pointer:
           n = selfperf::unwind_frame_pointer(selfperf::RegisterState::from(uc), stack, frames, code);
+          break;
+        case Direct::frame_pointer_one_at_a_time:  // + the leaf, as unwind_frame_pointer counts it
+          n = 1 + walk_one_frame_at_a_time(selfperf::RegisterState::from(uc), stack, frames);
           break;
         case Direct::dwarf:  // what Unwinder::libunwind runs in the handler
           n = selfperf::unwind_dwarf(selfperf::RegisterState::from(uc), stack, frames, code).frames;
@@ -206,6 +242,7 @@ void BM_unwind(benchmark::State& state, Direct which, Shape shape) {
     case Shape::recursion: at_depth(depth, body); break;
     case Shape::distinct_functions: distinct_chain<127>(body); break;  // ~130 frames with the harness's
     case Shape::no_frame_pointer: at_depth_no_frame_pointer(depth, body); break;
+    case Shape::mixed_frames: at_depth_mixed_frames(depth, body, 7); break;
   }
   state.counters["frames"] = static_cast<double>(n);
 }
@@ -391,11 +428,17 @@ void register_all() {
 
   for (int depth : {13, 130}) {
     benchmark::RegisterBenchmark("unwind/frame_pointer", BM_unwind, Direct::frame_pointer, Shape::recursion)->Arg(depth);
+    benchmark::RegisterBenchmark("unwind/frame_pointer:one_at_a_time", BM_unwind, Direct::frame_pointer_one_at_a_time,
+                                 Shape::recursion)->Arg(depth);
     benchmark::RegisterBenchmark("unwind/dwarf", BM_unwind, Direct::dwarf, Shape::recursion)->Arg(depth);
     benchmark::RegisterBenchmark("unwind/libunwind_fast", BM_unwind, Direct::libunwind_fast, Shape::recursion)->Arg(depth);
     benchmark::RegisterBenchmark("unwind/libunwind_cursor", BM_unwind, Direct::libunwind_cursor, Shape::recursion)
         ->Arg(depth);
   }
+  benchmark::RegisterBenchmark("unwind/frame_pointer:mixed_frames", BM_unwind, Direct::frame_pointer,
+                               Shape::mixed_frames)->Arg(130);
+  benchmark::RegisterBenchmark("unwind/frame_pointer:one_at_a_time:mixed_frames", BM_unwind,
+                               Direct::frame_pointer_one_at_a_time, Shape::mixed_frames)->Arg(130);
   for (Shape shape : {Shape::distinct_functions, Shape::no_frame_pointer}) {
     const std::string suffix = shape == Shape::distinct_functions ? ":distinct_functions" : ":no_frame_pointer";
     benchmark::RegisterBenchmark(("unwind/frame_pointer" + suffix).c_str(), BM_unwind, Direct::frame_pointer, shape)

@@ -104,6 +104,80 @@ TEST_CASE("frame-pointer walk is bounded by the output size") {
   CHECK(unwind_frame_pointer({code(kNop), s.at(2), s.at(4)}, s.bounds(), std::span<std::uint64_t>{}) == 0);
 }
 
+// The rule the walk must follow, one frame at a time (the library's loop predicts frames in runs of equal size
+// and must give exactly this).
+std::size_t reference_walk(std::uint64_t fp, std::uint64_t sp, const StackBounds& stack,
+                           std::span<std::uint64_t> out) {
+  std::size_t n = 0;
+  std::uint64_t floor = sp;
+  while (n < out.size() && fp >= floor && fp + 16 <= stack.high && fp % 8 == 0) {
+    std::uint64_t next, ret;
+    std::memcpy(&next, reinterpret_cast<const void*>(fp), 8);
+    std::memcpy(&ret, reinterpret_cast<const void*>(fp + 8), 8);
+    if (ret == 0) break;
+    out[n++] = ret;
+    floor = fp + 16;
+    fp = next;
+  }
+  return n;
+}
+
+TEST_CASE("frame-pointer walk equals the one-frame-at-a-time rule on random stacks with runs of equal frames") {
+  // Runs of equal frames (recursion) of random length and size, broken by frames of other sizes and by
+  // every fault the walk must stop at: a loop, a frame a few bytes up, misalignment, a jump past the top,
+  // a zero return address. The output is sized at random so the walk also ends by filling it, in a run.
+  alignas(16) static std::array<std::uint64_t, 2048> words;
+  // An address by word index; one-past-the-top ones are needed for frames that leave the stack.
+  auto at = [&](std::size_t i) { return reinterpret_cast<std::uint64_t>(words.data()) + 8 * i; };
+  const StackBounds bounds{at(0), at(0) + sizeof words};
+  std::uint64_t state = 0x9e3779b97f4a7c15u;
+  auto random = [&](std::uint64_t below) {  // xorshift: reproducible, no library state
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state % below;
+  };
+  std::array<std::uint64_t, 400> expected{};
+  std::array<std::uint64_t, 402> got{};  // the leaf, the frames, and one word that must stay untouched
+  std::size_t longest = 0, stopped_early = 0;
+  for (int round = 0; round < 20000; ++round) {
+    words.fill(0);
+    std::size_t i = 2 + random(4);
+    const std::size_t first = i;
+    std::size_t frames = 0;
+    while (i + 2 < words.size()) {
+      std::size_t run = 1 + random(4) * random(40), size = 2 * (1 + random(5));  // size in words, >= 16 bytes
+      for (std::size_t k = 0; k < run && i + 2 < words.size(); ++k, ++frames) {
+        std::size_t next = i + size;
+        words[i] = at(next);
+        words[i + 1] = 0x400000 + frames;
+        if (random(400) == 0) {
+          switch (random(5)) {
+            case 0: words[i] = at(i - std::min<std::size_t>(i, 2 * random(4))); break;  // loop back or in place
+            case 1: words[i] = at(i + 1); break;                                          // only 8 bytes up
+            case 2: words[i] = at(next) + 1 + random(7); break;                           // misaligned
+            case 3: words[i] = at(words.size() - 1 - random(2)); break;                   // straddles the top
+            case 4: words[i + 1] = 0; break;                                              // zero return address
+          }
+        }
+        i = next;
+      }
+    }
+    std::size_t cap = random(3) == 0 ? 1 + random(expected.size()) : expected.size();
+    std::size_t want = reference_walk(at(first), at(1), bounds, std::span(expected).first(cap));
+    got.fill(0xdead);
+    std::size_t n = unwind_frame_pointer({code(kNop), at(1), at(first)}, bounds, std::span(got).first(cap + 1));
+    REQUIRE(n == want + 1);
+    CHECK(got[0] == code(kNop));
+    REQUIRE(std::equal(expected.begin(), expected.begin() + want, got.begin() + 1));
+    CHECK(got[n] == 0xdead);  // nothing written past the frames counted
+    longest = std::max(longest, want);
+    stopped_early += want < 20 ? 1 : 0;
+  }
+  CHECK(longest >= 300);   // the runs reached deep stacks...
+  CHECK(stopped_early > 50);  // ...and the faults stopped some walks early
+}
+
 TEST_CASE("frame-pointer walk recovers the caller of a function in its prologue") {
   FakeStack s;
   s.frame(20, 0, 0x2222);  // the caller's caller, as rbp still says
