@@ -74,7 +74,7 @@ constexpr std::uintptr_t kPageSize = 4096;
   // A run starts when kRepeats pairs of frames in a row were each two frames of one size. In a stack of mixed
   // frames that happens rarely by chance; a wrong start costs two mispredicted branches.
   constexpr std::uint64_t kRepeats = 2;
-  std::uint64_t countdown = kRepeats + 1;  // reset to kRepeats + 1 at each unequal pair, then counted down
+  std::uint64_t countdown = kRepeats;  // counted down at each pair; an unequal pair resets it to kRepeats + 1
   std::uint64_t frame, size_a, limit;
   asm volatile(
       // Following the chain, two frames an iteration (one loop branch and one size comparison per pair: in
