@@ -74,6 +74,21 @@ template <typename Fn>
   asm volatile("" ::: "memory");
 }
 
+// Distinct functions without frame pointers, their frames of six sizes: code built the way Debian builds its
+// libraries, where each caller has its own rule (CFA = rsp + its frame size) and the DWARF walk's guess that a
+// caller shares the previous frame's rule mostly fails.
+template <int N, typename Fn>
+[[gnu::noinline, gnu::optimize("omit-frame-pointer")]] void distinct_chain_no_frame_pointer(Fn& fn) {
+  char pad[8 + 16 * (N % 6)];
+  asm volatile("" : : "r"(pad) : "memory");  // the frame keeps its size
+  if constexpr (N <= 1) {
+    fn();
+  } else {
+    distinct_chain_no_frame_pointer<N - 1>(fn);
+  }
+  asm volatile("" ::: "memory");
+}
+
 // Recursion whose frames differ in size at random (0-5 extra 16-byte blocks each): a deep stack of mixed
 // functions, where the frame-pointer walk's prediction of equal frames mostly fails.
 template <typename Fn>
@@ -204,7 +219,7 @@ void BM_walk_in_handler(benchmark::State& state, bool dwarf) {
 
 enum class Direct { frame_pointer, frame_pointer_one_at_a_time, dwarf, libunwind_fast, libunwind_cursor };
 
-enum class Shape { recursion, distinct_functions, no_frame_pointer, mixed_frames };
+enum class Shape { recursion, distinct_functions, no_frame_pointer, distinct_no_frame_pointer, mixed_frames };
 
 void BM_unwind(benchmark::State& state, Direct which, Shape shape) {
   int depth = static_cast<int>(state.range(0));
@@ -242,6 +257,7 @@ void BM_unwind(benchmark::State& state, Direct which, Shape shape) {
     case Shape::recursion: at_depth(depth, body); break;
     case Shape::distinct_functions: distinct_chain<127>(body); break;  // ~130 frames with the harness's
     case Shape::no_frame_pointer: at_depth_no_frame_pointer(depth, body); break;
+    case Shape::distinct_no_frame_pointer: distinct_chain_no_frame_pointer<127>(body); break;
     case Shape::mixed_frames: at_depth_mixed_frames(depth, body, 7); break;
   }
   state.counters["frames"] = static_cast<double>(n);
@@ -447,6 +463,10 @@ void register_all() {
     benchmark::RegisterBenchmark(("unwind/libunwind_fast" + suffix).c_str(), BM_unwind, Direct::libunwind_fast, shape)
         ->Arg(130);
   }
+  benchmark::RegisterBenchmark("unwind/dwarf:distinct_no_frame_pointer", BM_unwind, Direct::dwarf,
+                               Shape::distinct_no_frame_pointer)->Arg(130);
+  benchmark::RegisterBenchmark("unwind/libunwind_fast:distinct_no_frame_pointer", BM_unwind, Direct::libunwind_fast,
+                               Shape::distinct_no_frame_pointer)->Arg(130);
   for (int depth : {13, 130}) {
     benchmark::RegisterBenchmark("handler/floor:empty", BM_floor, FloorMode::empty)->Arg(depth);
     benchmark::RegisterBenchmark("handler/floor:empty+frame_walk", BM_floor, FloorMode::frame_walk)->Arg(depth);

@@ -410,3 +410,189 @@ TEST_CASE("the DWARF walk finds exactly libunwind's frames where it completes, a
   CHECK(g_cmp.complete.load() >= g_cmp.samples.load() * 9 / 10);
   CHECK(g_cmp.deepest >= 15);
 }
+
+// ---- the walk against the one-frame-at-a-time rule, on stacks built here ----
+
+namespace {
+
+// What the walk must find, one frame at a time: each frame's rule from the cache (or the tables, on a miss),
+// then the caller's CFA, return address and rbp. The library's walk predicts rules in runs of frames that share
+// one and must give exactly this.
+DwarfWalk reference_dwarf_walk(const RegisterState& regs, const StackBounds& stack, std::span<std::uint64_t> out,
+                               const CodeMap& code) {
+  if (out.empty()) return DwarfWalk{0, true};
+  out[0] = regs.ip;
+  if (regs.ip == 0 || !stack.contains(regs.sp, 8)) return DwarfWalk{1, false};
+  std::size_t n = 1;
+  std::uint64_t key = regs.ip | detail::cfi_cache::kExactIp, sp = regs.sp, fp = regs.fp;
+  auto word = [](std::uint64_t addr) {
+    std::uint64_t v;
+    std::memcpy(&v, reinterpret_cast<const void*>(addr), 8);
+    return v;
+  };
+  while (n < out.size()) {
+    CfiRule rule = detail::cfi_cache::lookup(key);
+    if (!(rule.flags & CfiRule::kKnown)) {
+      const bool exact = (key & detail::cfi_cache::kExactIp) != 0;
+      const std::uint64_t pc = exact ? key & ~detail::cfi_cache::kExactIp : key - 1;
+      rule = detail::find_cfi_rule(code.eh_frame_of(pc), pc);
+    }
+    if (!rule.walks()) return DwarfWalk{n, rule.outermost()};
+    const std::uint64_t cfa =
+        ((rule.flags & CfiRule::kCfaFromRbp) ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
+    if (cfa < sp + 8 || cfa > stack.high) break;
+    const std::uint64_t ret = word(cfa - 8);
+    if (rule.flags & CfiRule::kRbpSaved) {
+      const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{rule.rbp_offset});
+      if (!stack.contains(fp_at, 8)) break;
+      fp = word(fp_at);
+    }
+    if (ret == 0) break;
+    out[n++] = ret;
+    sp = cfa;
+    key = ret;
+  }
+  return DwarfWalk{n, true};
+}
+
+CfiRule make_rule(std::uint8_t flags, std::int32_t cfa_offset, std::int16_t rbp_offset = 0) {
+  CfiRule r;
+  r.flags = static_cast<std::uint8_t>(CfiRule::kKnown | flags);
+  r.cfa_offset = cfa_offset;
+  r.rbp_offset = rbp_offset;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the DWARF walk equals the one-frame-at-a-time rule on random stacks with runs of shared rules") {
+  // Call sites (fake return addresses, outside any code) with the rules compilers emit: frame-pointer frames
+  // (one rule for every function), frames without rbp of several sizes, rbp saved inside the frame, and the
+  // odd ones the walk must not predict (rbp saved further down, CFA from rbp without rbp saved, an offset
+  // below 8), the end of the stack and a rule it cannot follow.
+  constexpr auto W = CfiRule::kWalk, R = CfiRule::kCfaFromRbp, S = CfiRule::kRbpSaved;
+  const CfiRule rules[] = {
+      make_rule(W | R | S, 16, -16),  // push %rbp; mov %rsp,%rbp
+      make_rule(W, 24),               // sub $16,%rsp
+      make_rule(W, 56),
+      make_rule(W | S, 40, -24),      // push %rbp among callee-saved pushes
+      make_rule(W, 8),                // frameless
+      make_rule(W | S, 32, -16),      // push %rbp first, then sub
+      make_rule(W | R | S, 16, -24),  // rbp saved below its usual slot: never predicted
+      make_rule(W | R, 16),           // CFA from rbp that nobody saved: never predicted
+      make_rule(W, 4),                // CFA below rsp + 8: the walk stops
+      make_rule(CfiRule::kOutermost, 0),
+      CfiRule::unsupported(),
+  };
+  constexpr std::size_t kSites = 24;
+  std::uint64_t site[kSites];
+  std::size_t rule_of[kSites];
+  for (std::size_t s = 0; s < kSites; ++s) {
+    site[s] = 0x3100'0000'0000ull + 0x40 * s + 5;
+    // Most sites take the first three rules (many functions, few distinct rules), a few the others.
+    rule_of[s] = s < 16 ? s % 3 : 3 + (s - 16);
+  }
+  // A site whose home slot another site already holds: its rule sits one slot further, where the walk's quick
+  // check of a predicted rule does not look.
+  const std::uint64_t displaced = site[0] + detail::cfi_cache::kSlots;
+  const std::uint64_t leaf_ip = 0x3100'0000'1000ull;
+
+  alignas(16) static std::array<std::uint64_t, 4096> words;
+  auto at = [&](std::size_t i) { return reinterpret_cast<std::uint64_t>(words.data()) + 8 * i; };
+  // The stack ends 64 words before the array does: a walk that wrongly crosses the top reads words laid there
+  // (call sites), not outside the array, and goes on where it should have stopped.
+  const StackBounds bounds{at(0), at(words.size() - 64)};
+  std::uint64_t state = 0x2545f4914f6cdd1dull;
+  auto random = [&](std::uint64_t below) {  // xorshift: reproducible, no library state
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state % below;
+  };
+  const CodeMap* code = CodeMap::refresh();
+  REQUIRE(code != nullptr);
+  for (std::uint64_t key : {site[0], displaced, leaf_ip | detail::cfi_cache::kExactIp})
+    REQUIRE_FALSE(code->contains(key & ~detail::cfi_cache::kExactIp));
+
+  std::array<std::uint64_t, 600> expected{};
+  std::array<std::uint64_t, 601> got{};
+  std::size_t longest = 0, ended_by_rule = 0, ended_early = 0;
+  detail::cfi_cache::clear();
+  for (int round = 0; round < 20000; ++round) {
+    for (std::size_t s = 0; s < kSites; ++s) detail::cfi_cache::insert(site[s], rules[rule_of[s]]);
+    detail::cfi_cache::insert(displaced, rules[1]);
+    // The frames, leaf first: runs of one call site (recursion), of sites sharing a rule, or sites at random.
+    std::vector<std::uint64_t> keys;
+    const CfiRule leaf_rule = rules[random(3)];
+    detail::cfi_cache::insert(leaf_ip | detail::cfi_cache::kExactIp, leaf_rule);
+    while (keys.size() < 700) {
+      const std::size_t run = 1 + random(4) * random(30);
+      const std::uint64_t kind = random(8);
+      const std::size_t first = random(20) == 0 ? 16 + random(kSites - 16) : random(16);  // the odd ones rarely
+      for (std::size_t k = 0; k < run; ++k) {
+        std::uint64_t key = site[first];
+        if (kind == 1) key = site[3 * random(5) + first % 3];  // other functions with the same rule
+        if (kind == 2) key = site[random(16)];                 // mixed
+        if (random(50) == 0) key = displaced;
+        keys.push_back(key);
+      }
+    }
+    auto rule_at = [&](std::size_t i) {  // frame i's rule; frame 0 is the leaf
+      return i == 0 ? leaf_rule : detail::cfi_cache::lookup(keys[i - 1]);
+    };
+    // Lay the frames out from the leaf up, each caller's return address and saved rbp where its callee's rule
+    // says, and an rbp-based caller's rbp such that its CFA lies a random frame size above the callee's.
+    words.fill(0);
+    for (std::size_t i = words.size() - 64; i < words.size(); ++i) words[i] = site[i % 16];
+    const std::uint64_t sp0 = at(2 + random(8));
+    const auto rbp_offset = [](const CfiRule& r) { return static_cast<std::uint64_t>(std::int64_t{r.rbp_offset}); };
+    auto frame_fp = [&](const CfiRule& r, std::uint64_t sp) {
+      return sp + 8 * (2 + random(12)) - static_cast<std::uint64_t>(std::int64_t{r.cfa_offset});
+    };
+    std::uint64_t sp = sp0, fp = (rule_at(0).flags & R) ? frame_fp(rule_at(0), sp0) : at(random(words.size()));
+    const std::uint64_t fp0 = fp;
+    for (std::size_t i = 0; i + 1 < keys.size(); ++i) {
+      const CfiRule r = rule_at(i);
+      if (!r.walks()) break;
+      const std::uint64_t cfa = ((r.flags & R) ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{r.cfa_offset});
+      if (cfa < sp + 8 || cfa + 64 > bounds.high) break;
+      const auto slot = [&](std::uint64_t addr) -> std::uint64_t& { return words[(addr - at(0)) / 8]; };
+      slot(cfa - 8) = keys[i];
+      if (r.flags & S) {
+        const CfiRule caller = rule_at(i + 1);
+        fp = (caller.flags & R) ? frame_fp(caller, cfa) : at(random(words.size()));
+        slot(cfa + rbp_offset(r)) = fp;
+      }
+      sp = cfa;
+      if (random(500) == 0) {  // the faults the walk stops at
+        switch (random(4)) {
+          case 0: slot(cfa - 8) = 0; break;                                                // zero return address
+          case 1: slot(cfa - 8) = 0x3200'0000'0000ull + 16 * random(1000); break;          // unknown code
+          case 2:  // rbp points back down the stack
+            if (r.flags & S) slot(cfa + rbp_offset(r)) = sp0 + 8 * random((cfa - sp0) / 8);
+            break;
+          case 3: if (r.flags & S) slot(cfa + rbp_offset(r)) = bounds.high - 8; break;  // off the top
+        }
+      }
+    }
+    const RegisterState regs{leaf_ip, sp0, fp0};
+    const std::size_t cap = random(3) == 0 ? 1 + random(expected.size()) : expected.size();
+    const DwarfWalk want = reference_dwarf_walk(regs, bounds, std::span(expected).first(cap), *code);
+    got.fill(0xdead);
+    const DwarfWalk walk = unwind_dwarf(regs, bounds, std::span(got).first(cap), code);
+    INFO("round " << round << ", output of " << cap);
+    REQUIRE(walk.frames == want.frames);
+    REQUIRE(walk.complete == want.complete);
+    REQUIRE(std::equal(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(want.frames), got.begin()));
+    REQUIRE(got[walk.frames] == 0xdead);  // nothing written past the frames counted
+    longest = std::max(longest, want.frames);
+    ended_by_rule += want.frames < cap && !want.complete ? 1 : 0;
+    ended_early += want.frames < 30 ? 1 : 0;
+  }
+  detail::cfi_cache::clear();
+  MESSAGE("random stacks: longest walk " << longest << " frames, " << ended_by_rule << " ended by a rule the walk "
+                                         << "cannot follow, " << ended_early << " shorter than 30 frames");
+  CHECK(longest >= 400);       // runs reached deep stacks...
+  CHECK(ended_by_rule > 100);  // ...rules ended some...
+  CHECK(ended_early > 100);    // ...and faults stopped others early
+}

@@ -380,19 +380,18 @@ CfiRule find_cfi_rule(const EhFrameSection& sec, std::uint64_t pc) noexcept {
 
 namespace cfi_cache {
 
-std::atomic<std::uint64_t> g_keys[kSlots];
-std::atomic<std::uint64_t> g_rules[kSlots];
+Table g_table;
 
 void insert(std::uint64_t key, CfiRule rule) noexcept {
   if (key == 0) return;
   const auto word = std::bit_cast<std::uint64_t>(rule);
   for (std::uint64_t i = 0; i < kProbes; ++i) {
     const std::uint64_t slot = (key + i) & (kSlots - 1);
-    std::uint64_t found = g_keys[slot].load(std::memory_order_relaxed);
-    if (found == 0 && g_keys[slot].compare_exchange_strong(found, key, std::memory_order_relaxed)) found = key;
+    std::uint64_t found = g_table.keys[slot].load(std::memory_order_relaxed);
+    if (found == 0 && g_table.keys[slot].compare_exchange_strong(found, key, std::memory_order_relaxed)) found = key;
     if (found == key) {
       // Every thread computes the same rule for a key, so racing publishers store the same word.
-      g_rules[slot].store(word, std::memory_order_release);
+      g_table.rules[slot].store(word, std::memory_order_release);
       return;
     }
   }
@@ -401,16 +400,16 @@ void insert(std::uint64_t key, CfiRule rule) noexcept {
   // published rule makes concurrent readers miss and leaves it to one writer; a slot in the middle of another
   // write is left alone.
   const std::uint64_t slot = (key + ((key >> kBits) & (kProbes - 1))) & (kSlots - 1);
-  std::uint64_t old = g_rules[slot].load(std::memory_order_relaxed);
-  if (old == 0 || !g_rules[slot].compare_exchange_strong(old, 0, std::memory_order_acquire)) return;
-  g_keys[slot].store(key, std::memory_order_relaxed);
-  g_rules[slot].store(word, std::memory_order_release);
+  std::uint64_t old = g_table.rules[slot].load(std::memory_order_relaxed);
+  if (old == 0 || !g_table.rules[slot].compare_exchange_strong(old, 0, std::memory_order_acquire)) return;
+  g_table.keys[slot].store(key, std::memory_order_relaxed);
+  g_table.rules[slot].store(word, std::memory_order_release);
 }
 
 void clear() noexcept {
   // Rules first: a reader that still matches an old key then finds 0, a miss, and recomputes.
-  for (auto& rule : g_rules) rule.store(0, std::memory_order_relaxed);
-  for (auto& key : g_keys) key.store(0, std::memory_order_release);
+  for (auto& rule : g_table.rules) rule.store(0, std::memory_order_relaxed);
+  for (auto& key : g_table.keys) key.store(0, std::memory_order_release);
 }
 
 }  // namespace cfi_cache

@@ -52,25 +52,37 @@ constexpr std::uint64_t kProbes = 8;
 
 // Two arrays, not an array of pairs: 8-byte elements are reached with a scaled index, one instruction less
 // on that chain. A writer zeroes the rule before it changes the key and publishes the rule last; a reader
-// takes a rule only when it is non-zero and the key reads the same before and after it.
-extern std::atomic<std::uint64_t> g_keys[kSlots];
-extern std::atomic<std::uint64_t> g_rules[kSlots];
+// takes a rule only when it is non-zero and the key reads the same before and after it. One object, hidden:
+// both arrays are reached from one base address, without a GOT load.
+struct Table {
+  std::atomic<std::uint64_t> keys[kSlots];
+  std::atomic<std::uint64_t> rules[kSlots];
+};
+[[gnu::visibility("hidden")]] extern Table g_table;
 
 // The cached rule for key, or a rule without kKnown. Return addresses differ in their low bits: the home
 // slot is those bits alone, one `and` on the chain.
 inline CfiRule lookup(std::uint64_t key) noexcept {
   for (std::uint64_t i = 0; i < kProbes; ++i) {
     const std::uint64_t slot = (key + i) & (kSlots - 1);
-    const std::uint64_t found = g_keys[slot].load(std::memory_order_relaxed);
+    const std::uint64_t found = g_table.keys[slot].load(std::memory_order_relaxed);
     if (found == key) {
-      const std::uint64_t rule = g_rules[slot].load(std::memory_order_acquire);
+      const std::uint64_t rule = g_table.rules[slot].load(std::memory_order_acquire);
       // Off the walk's chain: the branch on this check is predicted.
-      if (g_keys[slot].load(std::memory_order_relaxed) != key) break;
+      if (g_table.keys[slot].load(std::memory_order_relaxed) != key) break;
       return std::bit_cast<CfiRule>(rule);
     }
     if (found == 0) break;
   }
   return CfiRule{};
+}
+// Whether key's home slot holds exactly this rule (as a word): how the DWARF walk confirms the rule it went on
+// with. A rule further along the probe sequence answers false; the caller then takes lookup's answer.
+inline bool home_slot_holds(std::uint64_t key, std::uint64_t rule) noexcept {
+  const std::uint64_t slot = key & (kSlots - 1);
+  return g_table.keys[slot].load(std::memory_order_relaxed) == key &&
+         g_table.rules[slot].load(std::memory_order_acquire) == rule &&
+         g_table.keys[slot].load(std::memory_order_relaxed) == key;
 }
 void insert(std::uint64_t key, CfiRule rule) noexcept;
 // Forgets every rule (objects were unloaded: their addresses may now hold other code). Not for handlers.
