@@ -103,7 +103,11 @@ const std::vector<std::uint8_t> kFramelessFunction = {
     0x02, 0x40,  // advance_loc1 64
     0x0e, 0x08,  // def_cfa_offset 8
 };
-const std::vector<std::uint8_t> kPltLikeFunction = {0x0f, 0x02, 0x77, 0x08};  // def_cfa_expression
+// What linkers emit for a lazy PLT: CFA = rsp + 8 + (((rip & 15) >= 11) << 3) (8 more once the stub has pushed).
+const std::vector<std::uint8_t> kPltLikeFunction = {0x0f, 11,   0x77, 0x08, 0x80, 0x00, 0x3f,
+                                                    0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22};
+// A CFA read from memory (DW_OP_deref): beyond offsets, left to libunwind.
+const std::vector<std::uint8_t> kDerefExpression = {0x0f, 0x03, 0x77, 0x08, 0x06};
 const std::vector<std::uint8_t> kOutermostFunction = {0x07, 0x10};            // undefined ra
 
 struct Tables {
@@ -120,7 +124,8 @@ Tables sample_tables() {
   return Tables{b.build(kCieProgram, {{0x10000, 64, kFramePointerFunction},
                                       {0x10100, 128, kFramelessFunction},
                                       {0x10200, 16, kPltLikeFunction},
-                                      {0x10300, 16, kOutermostFunction}})};
+                                      {0x10300, 16, kOutermostFunction},
+                                      {0x10400, 16, kDerefExpression}})};
 }
 
 void check_walk(const CfiRule& r, bool from_rbp, int cfa, bool rbp_saved, int rbp_offset = 0) {
@@ -154,10 +159,15 @@ TEST_CASE("frameless functions, expressions, the end of the stack and gaps betwe
   check_walk(detail::find_cfi_rule(s, t.at(0x10143)), false, 48, false);
   check_walk(detail::find_cfi_rule(s, t.at(0x10144)), false, 8, false);
 
-  const CfiRule plt = detail::find_cfi_rule(s, t.at(0x10204));
-  CHECK((plt.flags & CfiRule::kKnown) != 0);
-  CHECK_FALSE(plt.walks());
-  CHECK_FALSE(plt.outermost());
+  // The PLT expression, evaluated at each instruction: rsp + 8, or + 16 where rip & 15 >= 11.
+  for (std::uint64_t off = 0x10200; off < 0x10210; ++off) {
+    INFO("offset 0x" << std::hex << off);
+    check_walk(detail::find_cfi_rule(s, t.at(off)), false, (t.at(off) & 15) >= 11 ? 16 : 8, false);
+  }
+  const CfiRule deref = detail::find_cfi_rule(s, t.at(0x10404));
+  CHECK((deref.flags & CfiRule::kKnown) != 0);
+  CHECK_FALSE(deref.walks());
+  CHECK_FALSE(deref.outermost());
 
   const CfiRule end = detail::find_cfi_rule(s, t.at(0x10300));
   CHECK(end.outermost());

@@ -177,6 +177,79 @@ bool parse_cie(std::uint64_t at, std::uint64_t section_end, Cie& cie) noexcept {
   return r.ok() && cie.ra_reg == kReturnAddress && cie.code_align != 0;
 }
 
+// A CFA given as a DWARF expression, where it is rsp plus something computed from the instruction's address
+// alone: linkers describe PLT stubs that way (rsp + 8, + 8 more once the lazy stub has pushed its index:
+// "rsp + 8 + ((rip & 15) >= 11) << 3"). Evaluated at `pc`, it is a plain rsp offset for that instruction.
+// Values are tracked as (rsp multiple, constant); anything else (memory reads, other registers, rsp scaled)
+// is refused. Sets the CFA and returns true, or returns false.
+bool cfa_from_expression(Reader r, std::uint64_t pc, FrameState& s) noexcept {
+  struct Value {
+    std::int64_t rsp;  // 0 or 1
+    std::int64_t k;
+  };
+  constexpr int kDepth = 8;
+  Value stack[kDepth];
+  int n = 0;
+  auto push = [&](Value v) {
+    if (n == kDepth) return false;
+    stack[n++] = v;
+    return true;
+  };
+  while (!r.at_end()) {
+    const auto op = r.fixed<std::uint8_t>();
+    bool ok = true;
+    if (op >= 0x30 && op <= 0x4f) {  // DW_OP_lit0..31
+      ok = push({0, op - 0x30});
+    } else if (op == 0x77) {  // DW_OP_breg7: rsp + offset
+      ok = push({1, r.sleb()});
+    } else if (op == 0x80) {  // DW_OP_breg16: rip + offset
+      ok = push({0, static_cast<std::int64_t>(pc) + r.sleb()});
+    } else if (op == 0x08) {  // DW_OP_const1u
+      ok = push({0, r.fixed<std::uint8_t>()});
+    } else if (op == 0x10) {  // DW_OP_constu
+      ok = push({0, static_cast<std::int64_t>(r.uleb())});
+    } else if (op == 0x11) {  // DW_OP_consts
+      ok = push({0, r.sleb()});
+    } else if (op == 0x23) {  // DW_OP_plus_uconst
+      if (n == 0) return false;
+      stack[n - 1].k += static_cast<std::int64_t>(r.uleb());
+    } else {
+      if (n < 2) return false;
+      const Value b = stack[--n];
+      Value& a = stack[n - 1];
+      const bool constants = a.rsp == 0 && b.rsp == 0;
+      switch (op) {
+        case 0x22:  // DW_OP_plus
+          if (a.rsp + b.rsp > 1) return false;
+          a = {a.rsp + b.rsp, a.k + b.k};
+          break;
+        case 0x1c:  // DW_OP_minus
+          if (b.rsp != 0) return false;
+          a.k -= b.k;
+          break;
+        case 0x1a: if (!constants) return false; a.k &= b.k; break;  // DW_OP_and
+        case 0x21: if (!constants) return false; a.k |= b.k; break;  // DW_OP_or
+        case 0x24:                                                   // DW_OP_shl
+          if (!constants || b.k < 0 || b.k > 63) return false;
+          a.k = static_cast<std::int64_t>(static_cast<std::uint64_t>(a.k) << b.k);
+          break;
+        case 0x29: if (!constants) return false; a.k = a.k == b.k; break;  // DW_OP_eq
+        case 0x2a: if (!constants) return false; a.k = a.k >= b.k; break;  // DW_OP_ge
+        case 0x2b: if (!constants) return false; a.k = a.k > b.k; break;   // DW_OP_gt
+        case 0x2c: if (!constants) return false; a.k = a.k <= b.k; break;  // DW_OP_le
+        case 0x2d: if (!constants) return false; a.k = a.k < b.k; break;   // DW_OP_lt
+        case 0x2e: if (!constants) return false; a.k = a.k != b.k; break;  // DW_OP_ne
+        default: return false;
+      }
+    }
+    if (!ok || !r.ok()) return false;
+  }
+  if (n != 1 || stack[0].rsp != 1 || !r.ok()) return false;
+  s.cfa_reg = kRsp;
+  s.cfa_offset = stack[0].k;
+  return true;
+}
+
 template <class State>  // FrameState or const FrameState
 auto rule_of(State& s, std::uint64_t reg) noexcept -> decltype(&s.rbp) {
   if (reg == kRbp) return &s.rbp;
@@ -264,7 +337,13 @@ void run_cfa_program(Reader r, const Cie& cie, std::uint64_t loc, std::uint64_t 
         break;
       case 0x0d: s.cfa_reg = r.uleb(); break;                                // DW_CFA_def_cfa_register
       case 0x0e: s.cfa_offset = static_cast<std::int64_t>(r.uleb()); break;  // DW_CFA_def_cfa_offset
-      case 0x0f: return void(s.unsupported = true);                          // DW_CFA_def_cfa_expression
+      case 0x0f: {  // DW_CFA_def_cfa_expression
+        const std::uint64_t length = r.uleb();
+        const std::uint64_t begin = r.pos();
+        r.skip(length);
+        if (!r.ok() || !cfa_from_expression(Reader(begin, begin + length), pc, s)) return void(s.unsupported = true);
+        break;
+      }
       case 0x10: case 0x16: {  // DW_CFA_expression, DW_CFA_val_expression
         const std::uint64_t reg = r.uleb();
         r.skip(r.uleb());
