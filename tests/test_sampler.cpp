@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "perf_syscall.hpp"
+#include "sampler_core.hpp"
 #include "sampler_workload.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/sampler.hpp"
@@ -247,6 +248,73 @@ TEST_CASE("default event: cycles where a PMU exists, else cpu-clock; a real-time
   CHECK_FALSE(sampler.running());
   CHECK(totals.samples == 0);
   CHECK_THROWS_AS(sampler.attach_this_thread(), selfperf::Error);
+}
+
+TEST_CASE("libunwind's budget: a tenth of the thread's time at most, all of it when fallbacks are cheap") {
+  // A thread sampled every `period` ticks whose every sample would need a fallback costing `cost`.
+  auto share = [](std::uint64_t period, std::uint64_t cost, std::uint64_t& allowed) {
+    selfperf::detail::LibunwindBudget budget;
+    std::uint64_t now = 1000, spent = 0;
+    allowed = 0;
+    for (int sample = 0; sample < 10000; ++sample) {
+      if (budget.allows(now)) {
+        budget.spent(now, now + cost);
+        now += cost, spent += cost, ++allowed;
+      }
+      now += period;
+    }
+    return static_cast<double>(spent) / static_cast<double>(now - 1000);
+  };
+  std::uint64_t allowed = 0;
+  CHECK(share(20'000, 100'000, allowed) <= 0.11);  // fallbacks 5x the period: capped near a tenth
+  CHECK(allowed > 100);                            // ...but not starved
+  CHECK(share(20'000, 500, allowed) < 0.03);       // cheap ones...
+  CHECK(allowed == 10000);                         // ...all allowed
+}
+
+// A leaf without call-frame information (hand-written, no FDE): every sample taken in it needs libunwind.
+asm(R"(
+  .text
+  .globl selfperf_test_spin_without_cfi
+  .type selfperf_test_spin_without_cfi, @function
+selfperf_test_spin_without_cfi:
+1:
+  dec %rdi
+  jnz 1b
+  ret
+  .size selfperf_test_spin_without_cfi, .-selfperf_test_spin_without_cfi
+)");
+extern "C" void selfperf_test_spin_without_cfi(std::uint64_t n);
+
+TEST_CASE("libunwind gets at most a tenth of the thread: code only it can unwind, sampled at 50 kHz, keeps running") {
+  if (kTsan) {
+    MESSAGE("skipped under TSan: the sampler refuses Unwinder::libunwind there");
+    return;
+  }
+  Sampler::Options options;
+  options.event = "cpu-clock";
+  options.period = kAsan ? 200'000 : 20'000;  // 50 kHz: less than libunwind's slow path takes on a cache miss
+  options.unwinder = Unwinder::libunwind;
+  options.buffer_capacity = 4096;
+  Sampler sampler(options);
+  sampler.start();
+  std::size_t drained = 0;
+  {
+    Sampler::ThreadAttachment attach(sampler);
+    for (int burst = 0; burst < 50; ++burst) {
+      selfperf_test_spin_without_cfi(5'000'000);  // a few ms each
+      drained += sampler.drain([](const selfperf::Sample&) {});
+    }
+  }
+  const Sampler::Totals totals = sampler.stop();
+  drained += sampler.drain([](const selfperf::Sample&) {});
+  INFO("samples " << totals.samples << ", by libunwind " << totals.unwound_by_libunwind << ", partially "
+                  << totals.unwound_partially);
+  CHECK(drained == totals.samples);
+  CHECK(totals.samples > 100);
+  // Nearly every sample landed in the function without an FDE: unwound by libunwind, or kept with the leaf
+  // alone while libunwind's share was spent.
+  CHECK(totals.unwound_by_libunwind + totals.unwound_partially > totals.samples / 2);
 }
 
 TEST_CASE("signals that the kernel did not raise for our events are ignored and counted") {

@@ -258,6 +258,7 @@ void SamplerCore::add_totals(Sampler::Totals& t, const ThreadState& s) const {
   t.signals += get(s.signals);
   t.sigio += get(s.sigio);
   t.unwound_by_libunwind += get(s.unwound_by_libunwind);
+  t.unwound_partially += get(s.unwound_partially);
   t.threads.push_back({s.tid, get(s.samples), lost});
 }
 

@@ -21,6 +21,15 @@
 
 namespace selfperf::detail {
 
+// libunwind's slow path (its cursor loop, on a cache miss) takes tens of µs: longer than a short sampling
+// period, and a thread whose every sample needs it would never leave its handler. So it gets a tenth of the
+// thread's time at most: a fallback that took t (TSC ticks) is followed by none for 9t.
+struct LibunwindBudget {
+  std::uint64_t not_before = 0;
+  bool allows(std::uint64_t now) const noexcept { return now >= not_before; }
+  void spent(std::uint64_t begin, std::uint64_t end) noexcept { not_before = end + 9 * (end - begin); }
+};
+
 // One attached thread's event. Everything the handler reads is set before the state is published in the
 // fd table and never changes while it is there.
 struct ThreadState {
@@ -47,6 +56,8 @@ struct ThreadState {
   std::atomic<std::uint64_t> signals{0};
   std::atomic<std::uint64_t> sigio{0};
   std::atomic<std::uint64_t> unwound_by_libunwind{0};
+  std::atomic<std::uint64_t> unwound_partially{0};
+  LibunwindBudget libunwind_budget;  // the owner's handlers only
 
   bool detached = false;  // guarded by SamplerCore::mutex
 };

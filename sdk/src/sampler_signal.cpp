@@ -13,6 +13,7 @@
 
 #include "sampler_core.hpp"
 #include "selfperf/error.hpp"
+#include "selfperf/tsc_clock.hpp"
 
 namespace selfperf::detail {
 
@@ -57,8 +58,16 @@ std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uin
   if (s.unwinder == Unwinder::libunwind) {
     const DwarfWalk walk = unwind_dwarf(regs, s.stack, out, s.code);
     if (walk.complete) return walk.frames;
+    // Within libunwind's budget (see LibunwindBudget); beyond it the sample keeps the frames the DWARF walk found.
+    const std::uint64_t begin = TscClock::now_tsc();
+    if (!s.libunwind_budget.allows(begin)) {
+      bump(s.unwound_partially);
+      return walk.frames;
+    }
     bump(s.unwound_by_libunwind);
-    return unwind_libunwind(regs, out);
+    const std::size_t n = unwind_libunwind(regs, out);
+    s.libunwind_budget.spent(begin, TscClock::now_tsc());
+    return n;
   }
   return unwind_frame_pointer(regs, s.stack, out, s.code);
 }
@@ -271,6 +280,7 @@ void warm_up_from_signal(int signo, ThreadState& state) noexcept {
   // Delivered before tgkill returns: the signal is unblocked and aimed at this very thread.
   syscall(SYS_tgkill, getpid(), state.tid, signo);
   t_warming = nullptr;
+  state.libunwind_budget = {};  // a cold warm-up fallback must not delay the first samples
 }
 
 }  // namespace selfperf::detail

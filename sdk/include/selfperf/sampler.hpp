@@ -120,6 +120,9 @@ class Sampler {
     std::uint64_t ignored = 0;         // our signal number, not raised by the kernel for our events (process-wide)
     std::uint64_t attach_failed = 0;   // new threads attach_new_threads could not attach (reason on stderr)
     std::uint64_t unwound_by_libunwind = 0;  // Unwinder::libunwind samples the DWARF walk handed to unw_backtrace
+    // Unwinder::libunwind samples kept with the frames the DWARF walk found, without libunwind's: its share of
+    // the thread's time is capped at a tenth (its slow path can outlast a short sampling period).
+    std::uint64_t unwound_partially = 0;
     std::vector<ThreadTotals> threads;
   };
 
