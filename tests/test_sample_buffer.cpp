@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sampler_buffer.hpp"
+#include "test_support.hpp"
 
 using selfperf::Sample;
 using selfperf::detail::SampleBuffer;
@@ -40,10 +41,9 @@ bool intact(const Sample& s, std::uint64_t seq) {
 TEST_CASE("records come out in order and intact across many wrap-arounds; a full buffer refuses") {
   SampleBuffer buffer(3, 4);
   std::uint64_t written = 0, read = 0, refused = 0;
-  std::uint64_t state = 0x9e3779b97f4a7c15u;
+  selfperf::test::XorShift rng(0x9e3779b97f4a7c15u);
   for (int round = 0; round < 200; ++round) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    const std::uint64_t attempts = state % 5;  // up to 4: one more than fits
+    const std::uint64_t attempts = rng.below(5);  // up to 4: one more than fits
     for (std::uint64_t k = 0; k < attempts; ++k) {
       if (produce(buffer, written)) {
         ++written;

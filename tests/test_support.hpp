@@ -12,6 +12,22 @@
 
 namespace selfperf::test {
 
+// A reproducible pseudo-random sequence (xorshift64), with no library state: random stacks and schedules come
+// out the same in every run, so a failure can be replayed.
+class XorShift {
+ public:
+  explicit XorShift(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t below(std::uint64_t n) {
+    state_ ^= state_ << 13;
+    state_ ^= state_ >> 7;
+    state_ ^= state_ << 17;
+    return state_ % n;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
 inline std::uint64_t thread_cpu_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

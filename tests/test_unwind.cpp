@@ -14,6 +14,7 @@
 
 #include "sampler_workload.hpp"
 #include "selfperf/unwind.hpp"
+#include "test_support.hpp"
 
 using namespace selfperf;
 using selfperf_test::CodeRange;
@@ -130,13 +131,8 @@ TEST_CASE("frame-pointer walk equals the one-frame-at-a-time rule on random stac
   // An address by word index; one-past-the-top ones are needed for frames that leave the stack.
   auto at = [&](std::size_t i) { return reinterpret_cast<std::uint64_t>(words.data()) + 8 * i; };
   const StackBounds bounds{at(0), at(0) + sizeof words};
-  std::uint64_t state = 0x9e3779b97f4a7c15u;
-  auto random = [&](std::uint64_t below) {  // xorshift: reproducible, no library state
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return state % below;
-  };
+  selfperf::test::XorShift rng(0x9e3779b97f4a7c15u);
+  auto random = [&](std::uint64_t below) { return rng.below(below); };
   std::array<std::uint64_t, 400> expected{};
   std::array<std::uint64_t, 402> got{};  // the leaf, the frames, and one word that must stay untouched
   std::size_t longest = 0, stopped_early = 0;

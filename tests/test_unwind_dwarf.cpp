@@ -18,6 +18,7 @@
 #include "dwarf_cfi.hpp"
 #include "sampler_workload.hpp"
 #include "selfperf/unwind.hpp"
+#include "test_support.hpp"
 
 using namespace selfperf;
 using detail::CfiRule;
@@ -512,13 +513,8 @@ TEST_CASE("the DWARF walk equals the one-frame-at-a-time rule on random stacks w
   // The stack ends 64 words before the array does: a walk that wrongly crosses the top reads words laid there
   // (call sites), not outside the array, and goes on where it should have stopped.
   const StackBounds bounds{at(0), at(words.size() - 64)};
-  std::uint64_t state = 0x2545f4914f6cdd1dull;
-  auto random = [&](std::uint64_t below) {  // xorshift: reproducible, no library state
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return state % below;
-  };
+  selfperf::test::XorShift rng(0x2545f4914f6cdd1dull);
+  auto random = [&](std::uint64_t below) { return rng.below(below); };
   const CodeMap* code = CodeMap::refresh();
   REQUIRE(code != nullptr);
   for (std::uint64_t key : {site[0], displaced, leaf_ip | detail::cfi_cache::kExactIp})
