@@ -144,6 +144,39 @@ TEST_CASE("reset zeroes and disable stops counting") {
   CHECK(still.time_enabled == stopped.time_enabled);
 }
 
+TEST_CASE("every member counts again after disable and enable, whichever PMU it is on") {
+  // task-clock has a PMU of its own; page-faults is on the software PMU. Since per-PMU contexts (Linux 6.2),
+  // PERF_EVENT_IOC_ENABLE with PERF_IOC_FLAG_GROUP reschedules only the PMU of the event being enabled, so a
+  // member on another PMU than its leader stayed off until the thread's next context switch.
+  const std::size_t pages = 64;
+  for (bool page_faults_leads : {false, true}) {
+    CAPTURE(page_faults_leads);
+    selfperf::CounterGroup group = page_faults_leads ? selfperf::CounterGroup{"page-faults", "task-clock"}
+                                                     : selfperf::CounterGroup{"task-clock", "page-faults"};
+    const std::size_t faults = page_faults_leads ? 0 : 1;
+    for (int cycle = 0; cycle < 3; ++cycle) {
+      CAPTURE(cycle);
+      group.enable();
+      auto before = group.read();
+      selfperf::test::touch_fresh_pages(pages);
+      auto after = group.read();
+      group.disable();
+      CHECK(selfperf::delta(before[faults], after[faults]).count >= pages);
+      CHECK(selfperf::delta(before[1 - faults], after[1 - faults]).count > 0);  // task-clock ran too
+      group.reset();
+    }
+  }
+}
+
+TEST_CASE("a group calibrated for its overhead counts every member once enabled") {
+  selfperf::CounterGroup group({"task-clock", "page-faults"}, {.subtract_overhead = true});
+  group.enable();
+  auto before = group.read();
+  selfperf::test::touch_fresh_pages(64);
+  auto after = group.read();
+  CHECK(selfperf::delta(before[1], after[1]).count >= 64u);
+}
+
 TEST_CASE("a group created disabled counts nothing until enabled") {
   selfperf::CounterGroup group{"task-clock", "page-faults"};
   burn_cpu(5'000'000);

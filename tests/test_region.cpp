@@ -1,5 +1,7 @@
 #include <doctest.h>
 
+#include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "selfperf/selfperf.hpp"
@@ -87,9 +89,18 @@ TEST_CASE("overhead calibration is off by default and measured when asked") {
   // First touches (stack pages, a sanitizer's shadow of them) fault once; the region below is measured warm.
   selfperf::Region warm_up("warm-up");
   for (int i = 0; i < 100; ++i) selfperf::Scope s(calibrated, warm_up);
+  // The kernel can fault a page of anyone at any time (NUMA balancing's hinting faults, compaction, reclaim
+  // under a loaded CI machine): one run of 100 scopes saw 2. Faults the scopes cause come back every round;
+  // those the machine injects do not, so the best of a few rounds must be clean.
   selfperf::Region empty("empty");
-  for (int i = 0; i < 100; ++i) selfperf::Scope s(calibrated, empty);
-  CHECK(empty.totals(1).sum == 0);
+  double fewest_faults = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < 5 && fewest_faults != 0; ++round) {
+    empty.reset();
+    for (int i = 0; i < 100; ++i) selfperf::Scope s(calibrated, empty);
+    REQUIRE(empty.calls() == 100);
+    fewest_faults = std::min(fewest_faults, empty.totals(1).sum);
+  }
+  CHECK(fewest_faults == 0);
 }
 
 TEST_CASE("the region table derives ratios from the events present") {
