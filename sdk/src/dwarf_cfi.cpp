@@ -461,6 +461,19 @@ namespace cfi_cache {
 
 Table g_table;
 
+std::uint64_t lookup_past_home(std::uint64_t key, std::uint64_t home) noexcept {
+  for (std::uint64_t i = 1; i < kProbes; ++i) {
+    const std::uint64_t slot = (home + i) & (kSlots - 1);
+    const std::uint64_t found = g_table.keys[slot].load(std::memory_order_relaxed);
+    if (found == key) {
+      const std::uint64_t rule = g_table.rules[slot].load(std::memory_order_acquire);
+      return g_table.keys[slot].load(std::memory_order_relaxed) == key ? rule : 0;
+    }
+    if (found == 0) break;
+  }
+  return 0;
+}
+
 void insert(std::uint64_t key, CfiRule rule) noexcept {
   if (key == 0) return;
   const auto word = std::bit_cast<std::uint64_t>(rule);
@@ -487,8 +500,11 @@ void insert(std::uint64_t key, CfiRule rule) noexcept {
 
 void clear() noexcept {
   // Rules first: a reader that still matches an old key then finds 0, a miss, and recomputes.
-  for (auto& rule : g_table.rules) rule.store(0, std::memory_order_relaxed);
-  for (auto& key : g_table.keys) key.store(0, std::memory_order_release);
+  // Slots already empty are not written: the table's untouched pages stay unallocated.
+  for (auto& rule : g_table.rules)
+    if (rule.load(std::memory_order_relaxed) != 0) rule.store(0, std::memory_order_relaxed);
+  for (auto& key : g_table.keys)
+    if (key.load(std::memory_order_relaxed) != 0) key.store(0, std::memory_order_release);
 }
 
 }  // namespace cfi_cache

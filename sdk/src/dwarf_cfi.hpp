@@ -41,12 +41,16 @@ CfiRule find_cfi_rule(const EhFrameSection& section, std::uint64_t pc) noexcept;
 // an interrupted IP tagged with kExactIp (the rule at that very instruction: it may differ). Open addressing;
 // empty slots are claimed with a compare-and-swap; when a key's whole neighbourhood is taken (a long profile
 // of a large program samples more distinct addresses than there are slots) the home slot is replaced, so the
-// cache keeps the addresses in use instead of filling up for good. Signal-safe (lock-free atomics only). The lookup is inline: the DWARF walk does one per frame, on the chain
-// of dependent loads (return address -> rule -> next return address) that sets its speed.
+// cache keeps the addresses in use instead of filling up for good. Signal-safe (lock-free atomics only). The
+// lookup is inline: the DWARF walk does one per frame, on the chain of dependent loads (return address -> rule
+// -> next return address) that sets its speed.
 namespace cfi_cache {
 
 constexpr std::uint64_t kExactIp = std::uint64_t{1} << 63;  // above every user-space address
-constexpr unsigned kBits = 14;
+// 16: the walk takes a return address's home slot with a 16-bit load of its low bits (movzwl), beside the
+// full load, instead of an `and` after it on the chain. 1 MiB of zero pages, of which only the pages holding
+// sampled addresses' slots are ever touched.
+constexpr unsigned kBits = 16;
 constexpr std::uint64_t kSlots = std::uint64_t{1} << kBits;
 constexpr std::uint64_t kProbes = 8;
 
@@ -60,21 +64,25 @@ struct Table {
 };
 [[gnu::visibility("hidden")]] extern Table g_table;
 
-// The cached rule for key, or a rule without kKnown. Return addresses differ in their low bits: the home
-// slot is those bits alone, one `and` on the chain.
-inline CfiRule lookup(std::uint64_t key) noexcept {
-  for (std::uint64_t i = 0; i < kProbes; ++i) {
-    const std::uint64_t slot = (key + i) & (kSlots - 1);
-    const std::uint64_t found = g_table.keys[slot].load(std::memory_order_relaxed);
-    if (found == key) {
-      const std::uint64_t rule = g_table.rules[slot].load(std::memory_order_acquire);
-      // Off the walk's chain: the branch on this check is predicted.
-      if (g_table.keys[slot].load(std::memory_order_relaxed) != key) break;
-      return std::bit_cast<CfiRule>(rule);
-    }
-    if (found == 0) break;
+// The rule for key found in the slots after its home (a collision moved it there), as its word; 0 if none.
+std::uint64_t lookup_past_home(std::uint64_t key, std::uint64_t home) noexcept;
+
+// The cached rule for key as its word, or 0. Return addresses differ in their low bits: the home slot is those
+// bits alone (`home`: key's low kBits bits, however the caller came by them). The home slot is probed inline
+// and the rest out of line, so that the walk's chain holds no masking of a probe index. A word, not a
+// CfiRule: joined from several returns, a struct was rebuilt field by field on the walk's path.
+inline std::uint64_t lookup_word(std::uint64_t key, std::uint64_t home) noexcept {
+  const std::uint64_t found = g_table.keys[home].load(std::memory_order_relaxed);
+  if (found == key) [[likely]] {
+    const std::uint64_t rule = g_table.rules[home].load(std::memory_order_acquire);
+    // Off the walk's chain: the branch on this check is predicted.
+    return g_table.keys[home].load(std::memory_order_relaxed) == key ? rule : 0;
   }
-  return CfiRule{};
+  return found == 0 ? 0 : lookup_past_home(key, home);
+}
+// The cached rule for key, or a rule without kKnown.
+inline CfiRule lookup(std::uint64_t key) noexcept {
+  return std::bit_cast<CfiRule>(lookup_word(key, key & (kSlots - 1)));
 }
 // Whether key's home slot holds exactly this rule (as a word): how the DWARF walk confirms the rule it went on
 // with. A rule further along the probe sequence answers false; the caller then takes lookup's answer.
