@@ -145,9 +145,9 @@ TEST_CASE("reset zeroes and disable stops counting") {
 }
 
 TEST_CASE("every member counts again after disable and enable, whichever PMU it is on") {
-  // task-clock has a PMU of its own; page-faults is on the software PMU. Since per-PMU contexts (Linux 6.2),
-  // PERF_EVENT_IOC_ENABLE with PERF_IOC_FLAG_GROUP reschedules only the PMU of the event being enabled, so a
-  // member on another PMU than its leader stayed off until the thread's next context switch.
+  // task-clock has a PMU of its own; page-faults is on the software PMU. On Linux 6.18, PERF_EVENT_IOC_ENABLE
+  // with PERF_IOC_FLAG_GROUP on the leader left a member on another PMU than the leader's off until the
+  // thread's next context switch.
   const std::size_t pages = 64;
   for (bool page_faults_leads : {false, true}) {
     CAPTURE(page_faults_leads);

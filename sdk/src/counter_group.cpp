@@ -171,10 +171,10 @@ CounterGroup::~CounterGroup() { delete state_; }
 std::size_t CounterGroup::size() const noexcept { return state_ ? state_->specs.size() : 0; }
 const EventSpec& CounterGroup::event(std::size_t i) const { return state_->specs.at(i); }
 void CounterGroup::enable() {
-  // Not PERF_IOC_FLAG_GROUP: since per-PMU contexts (Linux 6.2) enabling a member reschedules only its own
-  // PMU, and a member on another PMU than the leader's (task-clock with page-faults) stays off until the
-  // thread's next context switch. Members first, while the leader is off, so none of them is scheduled
-  // alone; the leader last, whose rescheduling puts the whole group on at once.
+  // Not PERF_IOC_FLAG_GROUP: on Linux 6.18 (likely since the per-PMU contexts of 6.2, where enabling an event
+  // reschedules only its own PMU) that left a member on another PMU than the leader's (page-faults under
+  // task-clock) off until the thread's next context switch. Members first, while the leader is off, so none
+  // of them is scheduled alone; the leader last, whose scheduling puts the whole group on at once.
   State& s = *state_;
   for (std::size_t i = s.fds.size(); i-- > 0;)
     if (::ioctl(s.fds[i].get(), PERF_EVENT_IOC_ENABLE, 0) != 0) {
