@@ -1,11 +1,21 @@
 // Whole-program profile options from the environment, and a Profiler run in-process that writes all three
-// files. (LD_PRELOAD, fork and exec are checked by check_profile_preload.sh.)
+// files, and fork() waiting for its drain thread. (LD_PRELOAD, fork and exec are checked by
+// check_profile_preload.sh.)
 #include <doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <mutex>
 #include <sstream>
+#include <string>
+#include <thread>
 
+#include "fork_guard.hpp"
 #include "perf_data_test_util.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/perf_data_reader.hpp"
@@ -106,4 +116,44 @@ TEST_CASE("a Profiler writes perf.data, folded stacks and an SVG of what ran") {
   svg_text << svg.rdbuf();
   CHECK(svg_text.str().find("profiled_spin") != std::string::npos);
   CHECK(svg_text.str().find("</svg>") != std::string::npos);
+}
+
+namespace {
+// The state letter of thread tid in /proc (R running, S sleeping, ...).
+char thread_state(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
+}
+}  // namespace
+
+TEST_CASE("fork() waits until a profiler's drain thread is between passes") {
+  // The drain thread's lock, held here as if mid-pass. The forking thread must block in fork() until it is
+  // released: once that thread is seen asleep, fork() must not have returned yet.
+  std::mutex work;
+  detail::fork_waits_for(work);
+  work.lock();
+  std::atomic<pid_t> forker_tid{0};
+  std::atomic<bool> fork_returned{false};
+  std::thread forker([&] {
+    forker_tid = static_cast<pid_t>(::gettid());
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    fork_returned = true;
+    int status = 0;
+    ::waitpid(child, &status, 0);
+  });
+  while (forker_tid == 0 || thread_state(forker_tid) != 'S') std::this_thread::yield();
+  CHECK_FALSE(fork_returned.load());
+  work.unlock();
+  forker.join();
+  CHECK(fork_returned.load());
+  detail::fork_no_longer_waits_for(work);
+  // No longer waited for: a fork while it is held goes through.
+  std::lock_guard held(work);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  CHECK(::waitpid(child, &status, 0) == child);
 }

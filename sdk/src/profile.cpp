@@ -1,6 +1,7 @@
 // Profiler: Sampler → drain thread → PerfDataWriter (streamed) + folded stacks; files finished at stop().
 #include "selfperf/profile.hpp"
 
+#include "fork_guard.hpp"
 #include "new_threads.hpp"
 
 #include <unistd.h>
@@ -115,6 +116,7 @@ void Profiler::start() {
 
   s.sampler->start();
   s.sampler->attach_this_thread();
+  detail::fork_waits_for(s.mu);  // the drainer allocates under mu: a fork must not copy it mid-pass
   s.drainer = std::thread([&s] {
     s.sampler->detach_this_thread();  // attached by the pthread_create hook, if any: the drainer is not profiled
     std::unique_lock lock(s.mu);
@@ -137,13 +139,17 @@ void Profiler::stop() {
   auto& s = *state_;
   if (s.stopped || !s.sampler) return;
   s.stopped = true;
-  if (::getpid() != s.owner) return;  // a forked child: the sampler's events and the files are the parent's
+  if (::getpid() != s.owner) {  // a forked child: the sampler's events and the files are the parent's
+    detail::fork_no_longer_waits_for(s.mu);  // and it has no drainer
+    return;
+  }
   {
     std::lock_guard lock(s.mu);
     s.stopping = true;
   }
   s.wake.notify_all();
   if (s.drainer.joinable()) s.drainer.join();
+  detail::fork_no_longer_waits_for(s.mu);
   auto totals = s.sampler->stop();
   std::lock_guard lock(s.mu);
   s.drain_once();
