@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "event_breakpoint.hpp"
 #include "event_modifiers.hpp"
 #include "event_names.hpp"
 #include "event_suggest.hpp"
@@ -31,7 +32,8 @@ using namespace detail;
 constexpr const char* kAcceptedForms =
     "accepted: hardware and software names (cycles, instructions, task-clock, page-faults, …; see "
     "selfperf::known_event_names()), hw-cache names (L1-dcache-load-misses, LLC-loads, dTLB-load-misses, …), "
-    "raw rNNNN (hex), pmu/term=value,.../, PMU event aliases, tracepoints subsys:name, each optionally "
+    "raw rNNNN (hex), pmu/term=value,.../, PMU event aliases, tracepoints subsys:name, breakpoints "
+    "mem:ADDR[/LEN][:rwx], each optionally "
     "followed by modifiers such as :u or :k";
 
 // A bare name resolved to its event; modifiers come later.
@@ -108,8 +110,8 @@ void check_characters(std::string_view text) {
   std::string_view outside = text.substr(0, slash);
   if (outside.find_first_of(",{}") != std::string_view::npos)
     throw Error("event " + quote_text(text) +
-                " names several events or a group: parse_event takes one event; split the list at ',' "
-                "(a CounterGroup takes a list of events)");
+                " names several events or a group: parse_event takes one event; split_event_groups() splits "
+                "a list such as a,{b,c} (a CounterGroup takes a list of events)");
 }
 
 EventSpec tracepoint(std::string_view head, std::string_view rest, std::string_view text,
@@ -146,6 +148,7 @@ EventSpec parse_event(std::string_view input, const EventRoots& roots) {
   std::string_view text = trim(input);
   if (text.empty()) throw Error("empty event name; " + std::string(kAcceptedForms));
   check_characters(text);
+  if (auto breakpoint = parse_breakpoint(text)) return *breakpoint;
   if (text.find('/') != std::string_view::npos) return parse_pmu_event(text, roots);
 
   auto colon = text.find(':');

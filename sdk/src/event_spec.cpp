@@ -41,6 +41,7 @@ perf_event_attr to_attr(const EventSpec& spec) noexcept {
   attr.exclude_host = spec.exclude_host;
   attr.exclude_guest = spec.exclude_guest;
   attr.precise_ip = spec.precise_ip & 3u;
+  attr.bp_type = spec.bp_type;
   attr.disabled = 1;
   return attr;
 }

@@ -39,21 +39,12 @@ Registry& registry() {
   return *r;
 }
 
-// Splits "a,b,cpu/event=1,umask=2/" at commas outside pmu/…/ terms.
-std::vector<std::string> split_events(std::string_view list) {
+// SELFPERF_EVENTS in perf's -e syntax. The scopes count one group per thread, so `{a,b}` braces are
+// accepted and every event lands in that one group.
+std::vector<std::string> flatten_event_list(std::string_view list) {
   std::vector<std::string> out;
-  std::string current;
-  bool in_pmu_terms = false;
-  for (char c : list) {
-    if (c == '/') in_pmu_terms = !in_pmu_terms;
-    if (c == ',' && !in_pmu_terms) {
-      if (!current.empty()) out.push_back(current);
-      current.clear();
-    } else if (c != ' ') {
-      current += c;
-    }
-  }
-  if (!current.empty()) out.push_back(current);
+  for (auto& group : split_event_groups(list))
+    for (auto& e : group) out.push_back(std::move(e));
   return out;
 }
 
@@ -62,8 +53,13 @@ void resolve_events(Registry& r) {
   if (r.events_resolved) return;
   r.events_resolved = true;
   if (const char* env = std::getenv("SELFPERF_EVENTS"); env && *env) {
-    r.events = split_events(env);
     r.events_reason = "from SELFPERF_EVENTS";
+    try {
+      r.events = flatten_event_list(env);
+    } catch (const Error& e) {
+      r.error = std::string("event set ") + r.events_reason + " is unusable: " + e.what();
+      return;
+    }
   } else if (detail::hardware_cycles_available()) {
     r.events = {"cycles", "instructions", "branch-misses"};
     r.events_reason = "defaults for a machine with a hardware PMU";

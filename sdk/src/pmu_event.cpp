@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "event_suggest.hpp"
@@ -28,6 +29,40 @@ struct TermSource {
   std::string where;  // "event 'cpu/…/'" or "alias 'mem-loads' of PMU 'cpu' (…/events/mem-loads)"
 };
 
+// perf's own settings written among a PMU's terms (`cpu/event=0x3c,period=1000,name=x/`). They are not bits
+// of the event's config but options of perf's tools; selfperf takes them where it takes options.
+constexpr std::pair<std::string_view, std::string_view> kPerfConfigTerms[] = {
+    {"period", "CallchainSamplingOptions::period, or SELFPERF_FREQUENCY for the profiler"},
+    {"freq", "CallchainSamplingOptions::frequency, or SELFPERF_FREQUENCY for the profiler"},
+    {"name", "the name your program gives the event (Region, report labels)"},
+    {"call-graph", "SELFPERF_UNWINDER (frame_pointer, libunwind, kernel) or the Profiler's unwinder option"},
+    {"stack-size", "the unwinder options"},
+    {"max-stack", "CallchainSamplingOptions::max_stack"},
+    {"inherit", "the counting API (CounterGroup counts the calling thread)"},
+    {"no-inherit", "the counting API (CounterGroup counts the calling thread)"},
+    {"overwrite", "RingBuffer (selfperf reads rings forward)"},
+    {"no-overwrite", "RingBuffer (selfperf reads rings forward)"},
+    {"time", "the sampling options"},
+    {"percore", "no equivalent: selfperf counts threads"},
+    {"aux-output", "no equivalent"},
+};
+
+[[noreturn]] void perf_config_term(std::string_view name, const TermSource& source) {
+  std::string_view instead;
+  for (const auto& [term, where] : kPerfConfigTerms)
+    if (term == name) instead = where;
+  throw Error("term '" + std::string(name) + "' in " + source.where +
+              " is one of perf's config terms (period, freq, name, call-graph, stack-size, max-stack, inherit, "
+              "overwrite, time, …), which set perf's options rather than the event's encoding; selfperf does not "
+              "take them inside pmu/…/: leave it out and use " + std::string(instead));
+}
+
+bool is_perf_config_term(std::string_view name) {
+  for (const auto& entry : kPerfConfigTerms)
+    if (entry.first == name) return true;
+  return false;
+}
+
 std::vector<Term> split_terms(std::string_view body, const TermSource& source, bool allow_placeholder) {
   std::vector<Term> terms;
   if (body.empty()) return terms;
@@ -43,6 +78,9 @@ std::vector<Term> split_terms(std::string_view body, const TermSource& source, b
     if (!is_plain_name(t.name))
       throw Error("malformed term " + quote_text(t.name) + " in " + source.where +
                   ": term names use letters, digits, '_', '-' and '.'; " + std::string(kSyntax));
+    // Checked before the value, which for name= or call-graph= is not a number. A PMU whose format has a
+    // term of the same name (none known) would be shadowed; source.where names the event either way.
+    if (is_perf_config_term(t.name) && source.where.rfind("event ", 0) == 0) perf_config_term(t.name, source);
     if (eq != std::string_view::npos) {
       std::string_view value = item.substr(eq + 1);
       if (value == "?" && allow_placeholder) {

@@ -1,6 +1,7 @@
 #pragma once
 // Event names as perf users write them: `cycles:u`, `L1-dcache-load-misses`, `r01c2`,
-// `cpu/event=0x3c,umask=0x0/`, PMU aliases from sysfs, `sched:sched_switch`, software events.
+// `cpu/event=0x3c,umask=0x0/`, PMU aliases from sysfs, `sched:sched_switch`, software events, breakpoints
+// `mem:0x1000/8:w`.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -23,6 +24,9 @@ struct EventSpec {
   bool exclude_host = false;
   bool exclude_guest = false;
   std::uint8_t precise_ip = 0;   // :p, :pp, :ppp
+  // Breakpoints (`mem:ADDR/LEN:rwx`): HW_BREAKPOINT_R|W|X; the address is config1 and the length config2,
+  // the places bp_addr and bp_len share with them in perf_event_attr.
+  std::uint32_t bp_type = 0;
   // True when the text named the privilege level (:u :k :h); such an event is opened exactly as written,
   // never silently narrowed to user-only.
   bool explicit_privilege = false;
@@ -46,6 +50,11 @@ struct EventRoots {
 // Throws selfperf::Error naming the offending text and what would be accepted.
 EventSpec parse_event(std::string_view text);
 EventSpec parse_event(std::string_view text, const EventRoots& roots);
+
+// A list of events as perf takes it after -e: `a,b,{c,d}`, commas inside a PMU's slashes not splitting.
+// Each brace group is one group; events outside braces form one group each. Throws selfperf::Error on
+// unbalanced or nested braces and empty items.
+std::vector<std::vector<std::string>> split_event_groups(std::string_view text);
 
 // The attribute to open `spec` with (counting mode, disabled, no sampling); callers add what they need.
 perf_event_attr to_attr(const EventSpec& spec) noexcept;
