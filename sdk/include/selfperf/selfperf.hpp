@@ -4,6 +4,7 @@
 #include "selfperf/counter_group.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
+#include "selfperf/event_control.hpp"
 #include "selfperf/event_poller.hpp"
 #include "selfperf/flame_graph.hpp"
 #include "selfperf/frame_loop.hpp"
