@@ -2,11 +2,16 @@
 // its feature sections, and its records, cross-checked against what perf report -D counts.
 #include <doctest.h>
 
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "perf_data_test_util.hpp"
 #include "selfperf/perf_data_reader.hpp"
@@ -96,4 +101,68 @@ TEST_CASE("reads a file written by perf record -e cpu-clock") {
   CHECK(samples == count_lines_with(dump, "PERF_RECORD_SAMPLE("));
   CHECK(samples > 0);
   CHECK(records > samples);
+}
+
+TEST_CASE("reads perf record's pipe mode (-o -), from a file, a FIFO and cut short") {
+  if (!perf_available()) {
+    MESSAGE("skipped: perf is not installed (apt-get install linux-perf)");
+    return;
+  }
+  test::TempDir dir;
+  const auto path = (dir / "pipe.data").string();
+  const std::string log = run("perf record -q -e cpu-clock:u -F 2000 -g -o - -- sh -c 'i=0; while [ $i -lt 100000 ]; "
+                              "do i=$((i+1)); done' 2>/dev/null > " + path + "; echo done");
+  if (!std::filesystem::exists(path) || std::filesystem::file_size(path) < 16) {
+    MESSAGE("skipped: perf record -o - cannot record here: " << log);
+    return;
+  }
+  auto count_samples = [](PerfDataReader& r) {
+    std::size_t samples = 0, comms = 0;
+    PerfRecord rec;
+    while (r.next_record(rec)) {
+      CHECK(rec.type != kPerfRecordHeaderAttr);  // the stand-ins for the file header are not records
+      CHECK(rec.type != kPerfRecordHeaderFeature);
+      if (rec.type == PERF_RECORD_SAMPLE) {
+        ++samples;
+        CHECK(r.decode_sample(rec).callchain.size() > 1);
+      }
+      comms += rec.type == PERF_RECORD_COMM;
+    }
+    CHECK(comms > 0);
+    return samples;
+  };
+
+  PerfDataReader r{std::filesystem::path(path)};
+  CHECK(r.pipe_mode());
+  CHECK(r.truncated_bytes() == 0);
+  REQUIRE(!r.events().empty());
+  CHECK(r.events()[0].name.find("cpu-clock") != std::string::npos);  // from the HEADER_FEATURE EVENT_DESC
+  CHECK(r.events()[0].attr.config == PERF_COUNT_SW_CPU_CLOCK);
+  CHECK(!r.events()[0].ids.empty());
+  utsname uts{};
+  ::uname(&uts);
+  CHECK(r.feature_string(PerfFeature::hostname) == uts.nodename);
+  const std::size_t samples = count_samples(r);
+  const auto dump = run("perf report -D -i " + path + " 2>/dev/null");
+  CHECK(samples == count_lines_with(dump, "PERF_RECORD_SAMPLE("));
+  CHECK(samples > 0);
+
+  // Through a FIFO: the reader cannot seek, so it reads the stream to its end first.
+  const auto fifo = (dir / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string feed = "cat " + path + " > " + fifo + " &";
+  REQUIRE(std::system(feed.c_str()) == 0);
+  PerfDataReader from_fifo{std::filesystem::path(fifo)};
+  CHECK(from_fifo.pipe_mode());
+  CHECK(count_samples(from_fifo) == samples);
+
+  // Cut in the middle of a record, as when the writer is killed: everything before the cut is read.
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  bytes.resize(bytes.size() - 5);
+  PerfDataReader cut(std::move(bytes), "cut.data");
+  CHECK(cut.truncated_bytes() > 0);
+  const std::size_t cut_samples = count_samples(cut);
+  CHECK(cut_samples + 1 >= samples);
+  CHECK(cut_samples <= samples);
 }

@@ -23,17 +23,60 @@ constexpr std::uint64_t kMaxAttrEntry = 4096;
 
 }  // namespace
 
+namespace {
+
+// A whole stream read into memory (a pipe cannot be read at offsets).
+std::vector<std::uint8_t> slurp(int fd, const std::string& name) {
+  std::vector<std::uint8_t> bytes;
+  std::uint8_t buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      throw Error("perf.data reader: reading " + name + " failed (" + std::strerror(err) + ")", err);
+    }
+    if (n == 0) return bytes;
+    bytes.insert(bytes.end(), buf, buf + n);
+  }
+}
+
+}  // namespace
+
 PerfDataReader::PerfDataReader(const std::filesystem::path& path) : name_(path.string()) {
+  if (path == "-") {
+    name_ = "standard input";
+    memory_ = slurp(STDIN_FILENO, name_);
+    in_memory_ = true;
+    file_size_ = memory_.size();
+    load();
+    return;
+  }
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     int err = errno;
     throw Error("perf.data reader: cannot open " + name_ + " (" + std::strerror(err) + ")", err);
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
     ::close(fd_);
     fd_ = -1;
     throw Error("perf.data reader: " + name_ + " is not a regular file");
+  }
+  if (!S_ISREG(st.st_mode)) {  // a FIFO or a character device: only a pipe-mode stream can come this way
+    try {
+      memory_ = slurp(fd_, name_);
+    } catch (...) {
+      ::close(fd_);
+      fd_ = -1;
+      throw;
+    }
+    ::close(fd_);
+    fd_ = -1;
+    in_memory_ = true;
+    file_size_ = memory_.size();
+    load();
+    return;
   }
   file_size_ = static_cast<std::uint64_t>(st.st_size);
   try {
@@ -68,6 +111,8 @@ PerfDataReader::PerfDataReader(PerfDataReader&& other) noexcept
       attr_sizes_(std::move(other.attr_sizes_)),
       features_(std::move(other.features_)),
       cursor_(other.cursor_),
+      pipe_mode_(other.pipe_mode_),
+      truncated_bytes_(other.truncated_bytes_),
       record_(std::move(other.record_)) {}
 
 void PerfDataReader::read_at(std::uint64_t offset, std::uint64_t size, std::uint8_t* out, const char* what) const {
@@ -105,13 +150,17 @@ std::vector<std::uint8_t> PerfDataReader::read_bytes(std::uint64_t offset, std::
 
 void PerfDataReader::load() {
   detail::FileHeader h;
+  // A pipe-mode header is 16 bytes (magic, size 16), shorter than the file header: look at those first.
+  std::uint64_t start[2] = {0, 0};
+  read_at(0, sizeof start, reinterpret_cast<std::uint8_t*>(start), "file header");
+  if (start[0] == detail::kPerfMagic2 && start[1] == sizeof start) return load_pipe();
   read_at(0, sizeof h, reinterpret_cast<std::uint8_t*>(&h), "file header");
   if (h.magic == detail::kPerfMagic2Swapped)
     throw Error("perf.data reader: " + name_ + " was written on a machine of the other byte order; convert it "
                 "there (perf script / perf inject) or read it on such a machine");
   if (h.magic != detail::kPerfMagic2)
-    throw Error("perf.data reader: " + name_ + " is not a perf.data file (no PERFILE2 magic at offset 0); pipe-mode "
-                "and version-1 files are not supported");
+    throw Error("perf.data reader: " + name_ + " is not a perf.data file (no PERFILE2 magic at offset 0); version-1 "
+                "files are not supported");
   if (h.size < sizeof h)
     throw Error("perf.data reader: " + name_ + ": header size " + std::to_string(h.size) +
                 " at file offset 8 is smaller than a PERFILE2 header (104)");
@@ -173,6 +222,65 @@ void PerfDataReader::load() {
                   std::to_string(tc.offset() - ids_section) + ") runs past the end of the file");
     features_.push_back(f);
   }
+  read_event_desc();
+}
+
+std::uint64_t PerfDataReader::pipe_record_span(std::uint64_t offset, const perf_event_header& h) const {
+  if (h.type != kPerfRecordHeaderTracingData) return h.size;
+  // perf writes the tracing data itself after the record, padded to 8 bytes.
+  std::uint32_t size = 0;
+  read_at(offset + sizeof h, sizeof size, reinterpret_cast<std::uint8_t*>(&size), "TRACING_DATA size");
+  return h.size + ((std::uint64_t{size} + 7) & ~std::uint64_t{7});
+}
+
+void PerfDataReader::load_pipe() {
+  pipe_mode_ = true;
+  data_offset_ = 16;
+  std::uint64_t at = data_offset_;
+  while (at < file_size_) {
+    perf_event_header h{};
+    if (file_size_ - at < sizeof h) break;
+    read_at(at, sizeof h, reinterpret_cast<std::uint8_t*>(&h), "record header");
+    if (h.size < sizeof h)
+      throw Error("perf.data reader: " + name_ + ": pipe-mode record at offset " + std::to_string(at) + " has size " +
+                  std::to_string(h.size) + "; the stream is corrupt");
+    if (h.size > file_size_ - at) break;
+    const std::uint64_t span = pipe_record_span(at, h);
+    if (span > file_size_ - at) break;
+    if (h.type == kPerfRecordHeaderAttr) {
+      // The attr (attr.size bytes), then the event's ids to the end of the record.
+      auto bytes = read_bytes(at + sizeof h, h.size - sizeof h, "ATTR record");
+      std::uint32_t attr_size = 0;
+      if (bytes.size() >= 8) std::memcpy(&attr_size, bytes.data() + 4, sizeof attr_size);
+      if (attr_size == 0) attr_size = detail::kAttrSizeVer0;
+      if (attr_size > bytes.size() || attr_size > kMaxAttrEntry)
+        throw Error("perf.data reader: " + name_ + ": ATTR record at offset " + std::to_string(at) +
+                    " declares an attr of " + std::to_string(attr_size) + " bytes in a record of " +
+                    std::to_string(h.size));
+      EventDescription ev;
+      std::memcpy(&ev.attr, bytes.data(), std::min<std::size_t>(attr_size, sizeof ev.attr));
+      attr_sizes_.push_back(ev.attr.size);
+      ev.ids.resize((bytes.size() - attr_size) / sizeof(std::uint64_t));
+      if (!ev.ids.empty()) std::memcpy(ev.ids.data(), bytes.data() + attr_size, ev.ids.size() * sizeof(std::uint64_t));
+      ev.name = "event " + std::to_string(events_.size());
+      attr_size_ = std::max<std::uint64_t>(attr_size_, attr_size + sizeof(detail::FileSection));
+      events_.push_back(std::move(ev));
+    } else if (h.type == kPerfRecordHeaderFeature && h.size >= sizeof h + 8) {
+      std::uint64_t bit = 0;
+      read_at(at + sizeof h, sizeof bit, reinterpret_cast<std::uint8_t*>(&bit), "HEADER_FEATURE record");
+      // The section's bytes follow in the stream, so the file-mode feature parsers read them in place.
+      if (bit < kPerfFeatureBits && !find_feature(static_cast<PerfFeature>(bit)))
+        features_.push_back({static_cast<unsigned>(bit), at + sizeof h + 8, h.size - sizeof h - 8});
+    }
+    at += span;
+  }
+  data_size_ = at - data_offset_;
+  truncated_bytes_ = file_size_ - at;
+  cursor_ = data_offset_;
+  if (events_.empty())
+    throw Error("perf.data reader: " + name_ + ": pipe-mode stream with no ATTR record" +
+                (truncated_bytes_ ? " (the stream ends after " + std::to_string(file_size_) + " bytes, cut short)"
+                                  : std::string()));
   read_event_desc();
 }
 
@@ -295,16 +403,23 @@ std::vector<BuildIdEntry> PerfDataReader::build_ids() const {
 
 bool PerfDataReader::next_record(PerfRecord& record) {
   const std::uint64_t end = data_offset_ + data_size_;
-  if (cursor_ >= end) return false;
   perf_event_header h{};
-  if (end - cursor_ < sizeof h)
-    throw Error("perf.data reader: " + name_ + ": record header at file offset " + std::to_string(cursor_) +
-                " is cut off by the end of the data section; the file is truncated or corrupt");
-  read_at(cursor_, sizeof h, reinterpret_cast<std::uint8_t*>(&h), "record header");
-  if (h.size < sizeof h || h.size > end - cursor_)
-    throw Error("perf.data reader: " + name_ + ": record at file offset " + std::to_string(cursor_) + " has size " +
-                std::to_string(h.size) + ", outside 8.." + std::to_string(std::min<std::uint64_t>(end - cursor_, 65535)) +
-                "; the file is truncated or corrupt");
+  while (true) {
+    if (cursor_ >= end) return false;
+    if (end - cursor_ < sizeof h)
+      throw Error("perf.data reader: " + name_ + ": record header at file offset " + std::to_string(cursor_) +
+                  " is cut off by the end of the data section; the file is truncated or corrupt");
+    read_at(cursor_, sizeof h, reinterpret_cast<std::uint8_t*>(&h), "record header");
+    if (h.size < sizeof h || h.size > end - cursor_)
+      throw Error("perf.data reader: " + name_ + ": record at file offset " + std::to_string(cursor_) + " has size " +
+                  std::to_string(h.size) + ", outside 8.." + std::to_string(std::min<std::uint64_t>(end - cursor_, 65535)) +
+                  "; the file is truncated or corrupt");
+    // In a pipe-mode stream, the stand-ins for the file header were read by load_pipe().
+    bool stand_in = pipe_mode_ && (h.type == kPerfRecordHeaderAttr || h.type == kPerfRecordHeaderEventType ||
+                                   h.type == kPerfRecordHeaderTracingData || h.type == kPerfRecordHeaderFeature);
+    if (!stand_in) break;
+    cursor_ += pipe_record_span(cursor_, h);
+  }
   record_.resize(h.size);  // at most 64 KiB: the size field is a u16
   read_at(cursor_, h.size, record_.data(), "record");
   record.type = h.type;

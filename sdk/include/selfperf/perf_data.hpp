@@ -50,9 +50,12 @@ std::string perf_feature_name(unsigned bit);
 // perf-tool record types (>= PERF_RECORD_USER_TYPE_START) that perf record adds to the kernel's.
 enum PerfUserRecordType : std::uint32_t {
   kPerfRecordHeaderAttr = 64,
+  kPerfRecordHeaderEventType = 65,    // pipe mode, obsolete
+  kPerfRecordHeaderTracingData = 66,  // pipe mode: u32 size, then that many bytes (8-aligned) after the record
   kPerfRecordHeaderBuildId = 67,
   kPerfRecordFinishedRound = 68,
   kPerfRecordIdIndex = 69,
+  kPerfRecordHeaderFeature = 80,  // pipe mode: u64 feature bit, then the feature section's bytes
   kPerfRecordFinishedInit = 82,
 };
 

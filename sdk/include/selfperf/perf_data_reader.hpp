@@ -1,5 +1,7 @@
 #pragma once
 // PerfDataReader: reads PERFILE2 files, ours and perf record's: header, attrs, feature sections, records.
+// Pipe-mode streams (`perf record -o -`: a 16-byte header, then attrs and features as records) are read
+// too, from a file or from a pipe ("-" is standard input).
 //
 // Every size and offset in the file is checked against the file before it is used: a corrupt or truncated
 // file gives a selfperf::Error naming the file offset, never a crash or an allocation larger than the file.
@@ -94,6 +96,8 @@ struct FeatureSectionInfo {
 class PerfDataReader {
  public:
   // Reads the header, attrs and feature table; records are read on demand by next_record().
+  // A path that is not a regular file (a FIFO, /dev/stdin, or "-" for standard input) is read to its end
+  // first: only a pipe-mode stream can be read that way.
   explicit PerfDataReader(const std::filesystem::path& path);
   // A file already in memory (tests, fuzzing); `name` appears in error messages.
   PerfDataReader(std::vector<std::uint8_t> bytes, std::string name);
@@ -104,6 +108,12 @@ class PerfDataReader {
   PerfDataReader& operator=(const PerfDataReader&) = delete;
 
   std::uint64_t file_size() const noexcept { return file_size_; }
+  // A pipe-mode stream. Its "data section" is the whole stream after the 16-byte header; next_record()
+  // skips the records that stand in for the header (ATTR, EVENT_TYPE, TRACING_DATA, HEADER_FEATURE), and a
+  // stream cut short (the writer killed) ends at its last whole record: truncated_bytes() says how much
+  // was left over.
+  bool pipe_mode() const noexcept { return pipe_mode_; }
+  std::uint64_t truncated_bytes() const noexcept { return truncated_bytes_; }
   std::uint64_t attr_size() const noexcept { return attr_size_; }  // one attrs entry, ids section included
   std::uint64_t data_offset() const noexcept { return data_offset_; }
   std::uint64_t data_size() const noexcept { return data_size_; }
@@ -139,6 +149,9 @@ class PerfDataReader {
 
  private:
   void load();
+  void load_pipe();
+  // The size of the record at `offset` in a pipe-mode stream, extra payload included (TRACING_DATA).
+  std::uint64_t pipe_record_span(std::uint64_t offset, const perf_event_header& h) const;
   void read_at(std::uint64_t offset, std::uint64_t size, std::uint8_t* out, const char* what) const;
   std::vector<std::uint8_t> read_bytes(std::uint64_t offset, std::uint64_t size, const char* what) const;
   const FeatureSectionInfo* find_feature(PerfFeature f) const noexcept;
@@ -161,6 +174,8 @@ class PerfDataReader {
   std::vector<std::uint32_t> attr_sizes_;
   std::vector<FeatureSectionInfo> features_;
   std::uint64_t cursor_ = 0;
+  bool pipe_mode_ = false;
+  std::uint64_t truncated_bytes_ = 0;
   std::vector<std::uint8_t> record_;
 };
 
