@@ -25,5 +25,6 @@
 #include "selfperf/sampler.hpp"
 #include "selfperf/sampling_event.hpp"
 #include "selfperf/symbolizer.hpp"
+#include "selfperf/task_counters.hpp"
 #include "selfperf/tsc_clock.hpp"
 #include "selfperf/unwind.hpp"
