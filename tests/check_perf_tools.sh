@@ -5,12 +5,12 @@
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 program="$build/samples/perf_data_three_functions"
-dump="$build/samples/perf_data_dump"
+dump="$build/bin/selfperf"
 if ! command -v perf >/dev/null 2>&1; then
   echo "skipped: perf is not installed (apt-get install linux-perf)"
   exit 77
 fi
-[[ -x $program && -x $dump ]] || { echo "FAIL: build perf_data_three_functions and perf_data_dump first"; exit 1; }
+[[ -x $program && -x $dump ]] || { echo "FAIL: build perf_data_three_functions and selfperf first"; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -81,8 +81,8 @@ grep -q "libc.so" buildids.txt || fail "perf buildid-list lists no build id for 
 echo "ok: perf buildid-list shows $(wc -l < buildids.txt) build ids"
 
 # --- our dump agrees with perf on the number of samples ----------------------------------------------
-"$dump" "$data" > dump.txt
-grep -q "^# [0-9]* records, 2000 samples, 0 lost" dump.txt || fail "perf_data_dump counts differ: $(tail -1 dump.txt)"
+"$dump" dump "$data" > dump.txt
+grep -q "^# [0-9]* records, 2000 samples, 0 lost" dump.txt || fail "selfperf dump counts differ: $(tail -1 dump.txt)"
 # --- folded stacks as FlameGraph/inferno read them ----------------------------------------------------
 grep -qvE '^[^ ].* [0-9]+$' "$data.folded" && fail "folded file has malformed lines"
 awk '{ n += $NF } END { exit !(n == 2000) }' "$data.folded" || fail "folded counts do not add up to 2000"
@@ -91,6 +91,6 @@ echo "ok: folded stacks well formed"
 perf record -q -e cpu-clock:u -g -o perf.data -- sh -c 'i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done' \
   > /dev/null 2>&1 || { echo "note: perf record cannot record here; skipping the perf-record part"; exit 0; }
 theirs=$(perf report -D -i perf.data 2>/dev/null | grep -c "PERF_RECORD_SAMPLE(" || true)
-"$dump" perf.data > dump2.txt
-grep -q "^# [0-9]* records, $theirs samples" dump2.txt || fail "perf_data_dump reads $(tail -1 dump2.txt), perf $theirs samples"
-echo "ok: perf_data_dump reads perf record's file ($theirs samples)"
+"$dump" dump perf.data > dump2.txt
+grep -q "^# [0-9]* records, $theirs samples" dump2.txt || fail "selfperf dump reads $(tail -1 dump2.txt), perf $theirs samples"
+echo "ok: selfperf dump reads perf record's file ($theirs samples)"

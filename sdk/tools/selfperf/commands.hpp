@@ -5,5 +5,7 @@ namespace selfperf::tool {
 
 int stat_main(int argc, char** argv);
 int list_main(int argc, char** argv);
+int report_main(int argc, char** argv);
+int dump_main(int argc, char** argv);
 
 }  // namespace selfperf::tool

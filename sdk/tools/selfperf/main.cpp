@@ -11,6 +11,8 @@ constexpr const char* kUsage =
     "usage: selfperf COMMAND [ARGS]\n"
     "  list     the events that open here, by group\n"
     "  stat     count a command or a running process (-p PID), as perf stat\n"
+    "  report   top functions, folded stacks or a flame graph of a perf.data (ours or perf's)\n"
+    "  dump     every record of a perf.data, as perf report -D\n"
     "selfperf COMMAND --help tells more.\n";
 
 }  // namespace
@@ -23,6 +25,8 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "stat") return selfperf::tool::stat_main(argc - 2, argv + 2);
   if (command == "list") return selfperf::tool::list_main(argc - 2, argv + 2);
+  if (command == "report") return selfperf::tool::report_main(argc - 2, argv + 2);
+  if (command == "dump") return selfperf::tool::dump_main(argc - 2, argv + 2);
   std::fprintf(stderr, "selfperf: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

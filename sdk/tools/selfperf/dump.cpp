@@ -1,14 +1,17 @@
-// Dumps a perf.data file the way `perf report -D` does: header, attrs, feature sections, then every record.
+// selfperf dump: a perf.data file the way `perf report -D` shows it: header, attrs, feature sections, then
+// every record (pipe-mode streams too).
 //
-//   perf_data_dump FILE [--header-only]
+//   selfperf dump [-i] FILE [--header-only]
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "commands.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/perf_data_reader.hpp"
 
+namespace selfperf::tool {
 namespace {
 
 void dump_header(const selfperf::PerfDataReader& r) {
@@ -91,14 +94,32 @@ void dump_record(const selfperf::PerfDataReader& r, const selfperf::PerfRecord& 
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s FILE [--header-only]\n", argv[0]);
+int dump_main(int argc, char** argv) {
+  std::string file;
+  bool header_only = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("usage: selfperf dump [-i] FILE [--header-only]\n  FILE - reads a pipe-mode stream from standard input\n");
+      return 0;
+    }
+    if (a == "--header-only") {
+      header_only = true;
+    } else if (a == "-i" && i + 1 < argc) {
+      file = argv[++i];
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      std::fprintf(stderr, "selfperf dump: unknown option '%s'\nusage: selfperf dump [-i] FILE [--header-only]\n", a.c_str());
+      return 2;
+    } else {
+      file = a;
+    }
+  }
+  if (file.empty()) {
+    std::fprintf(stderr, "selfperf dump: no file\nusage: selfperf dump [-i] FILE [--header-only]\n");
     return 2;
   }
-  const bool header_only = argc > 2 && std::strcmp(argv[2], "--header-only") == 0;
   try {
-    selfperf::PerfDataReader reader{std::filesystem::path(argv[1])};
+    selfperf::PerfDataReader reader{std::filesystem::path(file)};
     dump_header(reader);
     if (header_only) return 0;
     std::printf("\n");
@@ -112,8 +133,10 @@ int main(int argc, char** argv) {
     }
     std::printf("\n# %" PRIu64 " records, %" PRIu64 " samples, %" PRIu64 " lost\n", records, samples, lost);
   } catch (const selfperf::Error& e) {
-    std::fprintf(stderr, "perf_data_dump: %s\n", e.what());
+    std::fprintf(stderr, "selfperf dump: %s\n", e.what());
     return 1;
   }
   return 0;
 }
+
+}  // namespace selfperf::tool

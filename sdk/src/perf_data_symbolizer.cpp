@@ -1,0 +1,192 @@
+// PerfDataSymbolizer: one libdwfl session per process of the file, each executable mapping reported at the
+// bias its MMAP record implies (start - pgoff + p_offset - p_vaddr of the PT_LOAD segment it maps).
+#include "selfperf/perf_data_symbolizer.hpp"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cstdio>
+#include <optional>
+#include <set>
+
+#include <elfutils/libdwfl.h>
+
+#include "selfperf/record.hpp"
+#include "selfperf/symbolizer.hpp"
+
+namespace selfperf {
+namespace {
+
+char* debuginfo_path = nullptr;
+
+const Dwfl_Callbacks kOfflineCallbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+// The load bias of `map`: where address 0 of the ELF file lands. Empty when the file cannot be read.
+std::optional<std::uint64_t> load_bias(const Mmap2Info& map) {
+  int fd = ::open(map.filename.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  elf_version(EV_CURRENT);
+  std::optional<std::uint64_t> bias;
+  if (Elf* elf = elf_begin(fd, ELF_C_READ, nullptr)) {
+    GElf_Ehdr ehdr;
+    std::size_t n = 0;
+    if (gelf_getehdr(elf, &ehdr) && elf_getphdrnum(elf, &n) == 0) {
+      if (ehdr.e_type == ET_EXEC) bias = 0;
+      for (std::size_t i = 0; i < n && !bias; ++i) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
+        // The segment the mapping starts in (both page-aligned down to the same page).
+        const std::uint64_t page = 4096;
+        std::uint64_t seg_start = ph.p_offset & ~(page - 1);
+        if (map.pgoff >= seg_start && map.pgoff < ph.p_offset + ph.p_filesz)
+          bias = map.start - (map.pgoff - seg_start) - (ph.p_vaddr & ~(page - 1));
+      }
+    }
+    elf_end(elf);
+  }
+  ::close(fd);
+  return bias;
+}
+
+std::string basename_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool is_kernel_address(std::uint64_t a) { return a >= 0xffff800000000000ULL; }
+
+}  // namespace
+
+// One process image: its executable mappings, its name, and the libdwfl session built from them on demand.
+struct PerfDataSymbolizer::Image {
+  std::vector<Mmap2Info> maps;
+  std::string comm;
+  Dwfl* dwfl = nullptr;
+  bool dwfl_built = false;
+  std::map<std::uint64_t, std::string> cache;
+
+  Image() = default;
+  Image(const Image& other) : maps(other.maps), comm(other.comm) {}  // a fork's copy builds its own session
+  ~Image() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+  void changed() {
+    if (dwfl) dwfl_end(dwfl);
+    dwfl = nullptr;
+    dwfl_built = false;
+    cache.clear();
+  }
+  Dwfl* session() {
+    if (dwfl_built) return dwfl;
+    dwfl_built = true;
+    dwfl = dwfl_begin(&kOfflineCallbacks);
+    if (!dwfl) return nullptr;
+    dwfl_report_begin(dwfl);
+    std::set<std::string> reported;
+    for (const auto& m : maps) {
+      if (m.filename[0] != '/' || !reported.insert(m.filename).second) continue;  // [vdso] and the like
+      if (auto bias = load_bias(m))
+        dwfl_report_elf(dwfl, basename_of(m.filename).c_str(), m.filename.c_str(), -1, *bias, false);
+    }
+    dwfl_report_end(dwfl, nullptr, nullptr);
+    return dwfl;
+  }
+};
+
+PerfDataSymbolizer::PerfDataSymbolizer() = default;
+PerfDataSymbolizer::~PerfDataSymbolizer() = default;
+
+PerfDataSymbolizer::Image& PerfDataSymbolizer::writable(std::uint32_t pid) {
+  auto& slot = images_[pid];
+  if (!slot)
+    slot = std::make_shared<Image>();
+  else if (slot.use_count() > 1)
+    slot = std::make_shared<Image>(*slot);  // shared with a parent or child since a fork: copy on write
+  return *slot;
+}
+
+void PerfDataSymbolizer::observe(const PerfDataReader& reader, const PerfRecord& rec) {
+  if (rec.type == PERF_RECORD_MMAP || rec.type == PERF_RECORD_MMAP2) {
+    Mmap2Info m = reader.decode_mmap(rec);
+    // MMAP records (perf without MMAP2) carry no prot: data mappings are marked MISC_MMAP_DATA instead.
+    bool exec = rec.type == PERF_RECORD_MMAP ? !(rec.misc & PERF_RECORD_MISC_MMAP_DATA) : (m.prot & 4) != 0;
+    if (!exec || m.filename.empty()) return;
+    Image& image = writable(static_cast<std::uint32_t>(m.pid));
+    image.maps.push_back(std::move(m));
+    image.changed();
+  } else if (rec.type == PERF_RECORD_COMM) {
+    auto c = reader.decode_comm(rec);
+    if (c.pid != c.tid) return;  // a thread's name, not the process's
+    Image& image = writable(c.pid);
+    if (rec.misc & PERF_RECORD_MISC_COMM_EXEC) {
+      image.maps.clear();  // the old image is gone; MMAP records of the new one follow
+      image.changed();
+    }
+    image.comm = c.comm;
+  } else if (rec.type == PERF_RECORD_FORK && rec.bytes.size() >= 8 + 16) {
+    std::uint32_t ids[4];  // pid, ppid, tid, ptid
+    std::memcpy(ids, rec.bytes.data() + 8, sizeof ids);
+    if (ids[0] == ids[1]) return;  // a new thread shares its process's image
+    auto parent = images_.find(ids[1]);
+    if (parent != images_.end()) images_[ids[0]] = parent->second;
+  }
+}
+
+std::string PerfDataSymbolizer::name(std::uint32_t pid, std::uint64_t address, bool return_address) {
+  if (is_kernel_address(address)) return "[kernel]";
+  const std::uint64_t pc = return_address && address > 0 ? address - 1 : address;
+  auto it = images_.find(pid);
+  if (it == images_.end()) return "[unknown]";
+  Image& image = *it->second;
+  if (auto hit = image.cache.find(pc); hit != image.cache.end()) return hit->second;
+  std::string result;
+  if (Dwfl* dwfl = image.session())
+    if (Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc))
+      if (const char* sym = dwfl_module_addrname(mod, pc)) result = demangle(sym);
+  if (result.empty()) {
+    result = "[unknown]";
+    for (const auto& m : image.maps)
+      if (pc >= m.start && pc < m.start + m.len) result = "[" + basename_of(m.filename) + "]";
+  }
+  image.cache.emplace(pc, result);
+  return result;
+}
+
+std::string PerfDataSymbolizer::comm(std::uint32_t pid) const {
+  auto it = images_.find(pid);
+  return it == images_.end() || it->second->comm.empty() ? "pid " + std::to_string(pid) : it->second->comm;
+}
+
+StackCounts perf_data_stacks(PerfDataReader& reader, const PerfDataStackOptions& options) {
+  StackCounts stacks;
+  PerfDataSymbolizer symbolizer;
+  reader.rewind();
+  PerfRecord rec;
+  std::vector<std::string> names;
+  while (reader.next_record(rec)) {
+    if (rec.type != PERF_RECORD_SAMPLE) {
+      symbolizer.observe(reader, rec);
+      continue;
+    }
+    DecodedSample s = reader.decode_sample(rec);
+    std::vector<std::uint64_t> frames = s.frames();
+    if (frames.empty() && s.ip != 0) frames.push_back(s.ip);
+    if (options.max_depth && frames.size() > options.max_depth) frames.resize(options.max_depth);
+    names.clear();
+    for (std::size_t i = 0; i < frames.size(); ++i) names.push_back(symbolizer.name(s.pid, frames[i], i > 0));
+    if (options.comm_root) names.push_back(symbolizer.comm(s.pid));
+    if (!names.empty()) stacks.add_leaf_first(names);
+  }
+  reader.rewind();
+  return stacks;
+}
+
+}  // namespace selfperf
