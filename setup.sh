@@ -11,7 +11,7 @@ jobs=$(nproc)
 
 packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev libunwind-dev libdw-dev libelf-dev
           linux-perf util-linux python3)
-[ "$mode" = test ] && packages+=(chromium)
+[ "$mode" = test ] && packages+=(chromium golang-go)  # golang-go: go tool pprof reads our profiles in a test
 
 install_missing() {
   local missing=()

@@ -36,6 +36,19 @@ done < perf_top.txt
 ours_top=$(head -1 perf_top.txt | cut -d' ' -f1)
 grep -q "$ours_top" py.folded || fail "folded stacks lack $ours_top"
 grep -q "<svg" py.svg || fail "no SVG"
+# pprof: go tool pprof (Debian golang-go) reads our profile.proto with the same self samples per function.
+"$selfperf" report -i py.data --pprof py.pb.gz > /dev/null
+if command -v go >/dev/null; then
+  HOME=$work GOCACHE=$work/gocache GOFLAGS= go tool pprof -top -sample_index=samples -nodecount=200 py.pb.gz \
+    > pprof.txt 2>&1 || fail "go tool pprof cannot read the profile: $(cat pprof.txt)"
+  while read -r name samples; do
+    flat=$(awk -v f="$name" '$6 == f {print $1; exit}' pprof.txt)
+    echo "$name: go tool pprof ${flat:-absent} flat samples, perf report $samples"
+    [ -n "$flat" ] && (( flat >= samples - 1 && flat <= samples + 1 )) || fail "pprof disagrees on $name"
+  done < perf_top.txt
+else
+  echo "pprof check skipped: go is not installed (apt-get install golang-go)"
+fi
 "$selfperf" report -i py.data --sort comm | grep -q "python3" || fail "--sort comm lacks python3"
 
 # Pipe mode: perf record -o - into selfperf through a pipe, and perf's own count of the same stream.

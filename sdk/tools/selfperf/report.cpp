@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "pprof.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/flame_graph.hpp"
 #include "selfperf/perf_data_reader.hpp"
@@ -25,7 +26,8 @@ constexpr const char* kUsage =
     "  -n N          rows of the table (default 20)\n"
     "  --sort comm   samples per process instead of per function\n"
     "  --comm        stacks rooted at their process name (in --folded and --svg)\n"
-    "  --folded OUT  folded stacks (flamegraph.pl, speedscope, inferno); --svg OUT  SVG flame graph\n";
+    "  --folded OUT  folded stacks (flamegraph.pl, speedscope, inferno); --svg OUT  SVG flame graph\n"
+    "  --pprof OUT   gzipped profile.proto (go tool pprof, Pyroscope, Parca)\n";
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "selfperf report: %s\n%s", message.c_str(), kUsage);
@@ -43,7 +45,7 @@ void write_file(const std::string& path, const std::string& what, auto write) {
 }  // namespace
 
 int report_main(int argc, char** argv) {
-  std::string input = "perf.data", sort = "sym", folded, svg;
+  std::string input = "perf.data", sort = "sym", folded, svg, pprof;
   std::size_t rows = 20;
   bool comm_root = false;
   for (int i = 0; i < argc; ++i) {
@@ -72,6 +74,8 @@ int report_main(int argc, char** argv) {
       folded = value();
     } else if (a == "--svg") {
       svg = value();
+    } else if (a == "--pprof") {
+      pprof = value();
     } else {
       usage_error("unknown option '" + a + "'");
     }
@@ -114,6 +118,16 @@ int report_main(int argc, char** argv) {
     StackCounts table = comm_root ? perf_data_stacks(reader) : stacks;
     std::fputs(format_top_table(table, rows).c_str(), stdout);
     if (!folded.empty()) write_file(folded, "folded stacks", [&](std::ostream& o) { stacks.write_folded(o); });
+    if (!pprof.empty()) {
+      PprofOptions po;
+      const auto& attr = reader.events()[0].attr;
+      // A clock event's period is nanoseconds: pprof then shows CPU time beside the samples.
+      bool clock = attr.type == PERF_TYPE_SOFTWARE &&
+                   (attr.config == PERF_COUNT_SW_CPU_CLOCK || attr.config == PERF_COUNT_SW_TASK_CLOCK);
+      if (clock && attr.freq && attr.sample_freq) po.period_ns = 1'000'000'000ULL / attr.sample_freq;
+      if (clock && !attr.freq) po.period_ns = attr.sample_period;
+      write_file(pprof, "pprof profile", [&](std::ostream& o) { write_pprof(table, o, po); });
+    }
     if (!svg.empty())
       write_file(svg, "flame graph", [&](std::ostream& o) {
         write_flame_graph_svg(stacks, o, {.title = "selfperf report " + input});
