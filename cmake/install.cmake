@@ -35,3 +35,5 @@ if(TARGET selfperf_benchmark)
   configure_file(cmake/selfperf-benchmark.pc.in ${CMAKE_CURRENT_BINARY_DIR}/pkgconfig/selfperf-benchmark.pc @ONLY)
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pkgconfig/selfperf-benchmark.pc DESTINATION ${SELFPERF_PCDIR})
 endif()
+
+include(cmake/package_deb.cmake)
