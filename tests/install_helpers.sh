@@ -31,6 +31,7 @@ stage_install() {
   else
     local script
     script=$(dirname "$destdir")/cmake_install.cmake
+    mkdir -p "$(dirname "$destdir")"
     sed "s|file(WRITE \"$build/|file(WRITE \"$(dirname "$destdir")/|" "$build/cmake_install.cmake" > "$script"
     grep -q "file(WRITE \"$build/" "$script" && fail "could not move the install manifest out of $build"
     DESTDIR=$destdir cmake -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_CONFIG_NAME="$(build_type "$build")" \
