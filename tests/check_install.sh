@@ -48,7 +48,7 @@ cmake --build "$work/core/build" >/dev/null
 "$work/core/build/consumer"
 
 # COMPONENTS benchmark: selfperf::benchmark, and a clear message where Google Benchmark is missing.
-if [ ! -f "$build/sdk/libselfperf_benchmark.a" ]; then
+if ! compgen -G "$work/moved/lib*/cmake/selfperf/selfperfBenchmarkTargets.cmake" >/dev/null; then
   echo "find_package(selfperf) consumer built and ran; no selfperf::benchmark in this build (no Google Benchmark)"
   exit 0
 fi

@@ -25,7 +25,7 @@ hook=$(pkg-config --variable=thread_hook selfperf)
 test -f "$hook" || fail "thread_hook=$hook: no such file"
 
 have_bench=0
-[ -f "$build/sdk/libselfperf_benchmark.a" ] && have_bench=1
+pkg-config --exists selfperf-benchmark && have_bench=1
 mkdir "$work/app"
 write_consumer_main "$work/app/main.cpp"
 write_benchmark_main "$work/app/bench.cpp"

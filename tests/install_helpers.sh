@@ -7,7 +7,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # As root, run the calling script again as nobody when nobody can reach the build dir: the point of these
 # checks is that an ordinary user can install and use the package. cmake --install writes one file outside
 # DESTDIR, <build>/install_manifest.txt, in a dir nobody cannot write; it gets that one file, made here.
-# Usage: as_ordinary_user "$0" "$@"
+# Usage: as_ordinary_user "$0" "$@"   (SELFPERF_TEST_AS_ROOT=1 keeps root, e.g. to debug a failure)
 as_ordinary_user() {
   local script=$1 build=$2
   [ "$(id -u)" -eq 0 ] || return 0
