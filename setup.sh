@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 mode=${1:-demo}
 jobs=$(nproc)
 
-packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev libunwind-dev libdw-dev libelf-dev
+packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev nlohmann-json3-dev libunwind-dev libdw-dev libelf-dev
           linux-perf util-linux python3)
 [ "$mode" = test ] && packages+=(chromium golang-go)  # golang-go: go tool pprof reads our profiles in a test
 

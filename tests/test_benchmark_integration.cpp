@@ -15,11 +15,13 @@ class Capture : public benchmark::BenchmarkReporter {
  public:
   std::map<std::string, benchmark::UserCounters> counters;
   std::map<std::string, benchmark::IterationCount> iterations;
+  std::map<std::string, std::string> errors;  // benchmarks skipped with SkipWithError, and why
   bool ReportContext(const Context&) override { return true; }
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
       counters[run.benchmark_name()] = run.counters;
       iterations[run.benchmark_name()] = run.iterations;
+      if (run.error_occurred) errors[run.benchmark_name()] = run.error_message;
     }
   }
 };
@@ -97,9 +99,69 @@ TEST_CASE("per-iteration mode reports the distribution of iteration deltas") {
   Capture capture;
   benchmark::RunSpecifiedBenchmarks(&capture);
   auto& c = capture.counters["per_iteration/iterations:100"];
-  REQUIRE(c.count("page-faults:u p50") == 1);
-  CHECK(c["page-faults:u p50"].value == 0);
-  CHECK(c["page-faults:u max"].value >= static_cast<double>(kPages));
-  CHECK(c["page-faults:u p99"].value >= static_cast<double>(kPages));  // 10 % of iterations fault
+  REQUIRE(c.count("page-faults:u_p50") == 1);
+  CHECK(c["page-faults:u_p50"].value == 0);
+  CHECK(c["page-faults:u_max"].value >= static_cast<double>(kPages));
+  CHECK(c["page-faults:u_p99"].value >= static_cast<double>(kPages));  // 10 % of iterations fault
   CHECK(capture.counters["misuse/iterations:1"]["refused"].value == 1);
+}
+
+namespace {
+void unknown_event(benchmark::State& state) {
+  selfperf::BenchmarkCounters counters(state, {"page-faults:u", "no-such-event"});
+  for (auto _ : state) benchmark::DoNotOptimize(state.iterations());
+}
+void after_unknown_event(benchmark::State& state) {
+  selfperf::BenchmarkCounters counters(state, {"page-faults:u"}, {.per_iteration = true});
+  for (auto _ : state) auto iteration = counters.iteration();
+}
+}  // namespace
+
+TEST_CASE("an event set that does not open skips that benchmark with the reason; the next one still runs") {
+  // Before: the Error left the benchmark function, std::terminate ended the program, the next benchmark was lost.
+  benchmark::RegisterBenchmark("unknown_event", unknown_event)->Iterations(3);
+  benchmark::RegisterBenchmark("after_unknown_event", after_unknown_event)->Iterations(3);
+  Capture capture;
+  benchmark::RunSpecifiedBenchmarks(&capture);
+  REQUIRE(capture.errors.count("unknown_event/iterations:3") == 1);
+  CHECK(capture.errors["unknown_event/iterations:3"].find("no-such-event") != std::string::npos);
+  CHECK(capture.counters["unknown_event/iterations:3"].empty());
+  CHECK(capture.errors.count("after_unknown_event/iterations:3") == 0);
+  CHECK(capture.counters["after_unknown_event/iterations:3"].count("page-faults:u") == 1);
+}
+
+namespace {
+// Every iteration of every thread faults kPages fresh pages: per iteration and per thread, page-faults is
+// kPages (plus what the allocator and sanitizers add) however many threads run.
+void fresh_pages_per_iteration(benchmark::State& state) {
+  selfperf::BenchmarkCounters counters(state, {"page-faults:u", "task-clock:u"}, {.per_iteration = true});
+  for (auto _ : state) {
+    auto iteration = counters.iteration();
+    auto* block = static_cast<char*>(mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE,
+                                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    for (std::size_t i = 0; i < kPages; ++i) block[i * 4096] = 1;
+    benchmark::DoNotOptimize(block);
+    munmap(block, kPages * 4096);
+  }
+}
+}  // namespace
+
+TEST_CASE("under Threads(N) every counter is what one thread measures, not the sum over threads") {
+  benchmark::RegisterBenchmark("threads", fresh_pages_per_iteration)->Iterations(40)->Threads(1)->Threads(2);
+  Capture capture;
+  benchmark::RunSpecifiedBenchmarks(&capture);
+  REQUIRE(capture.counters.count("threads/iterations:40/threads:1") == 1);
+  REQUIRE(capture.counters.count("threads/iterations:40/threads:2") == 1);
+  auto& one = capture.counters["threads/iterations:40/threads:1"];
+  auto& two = capture.counters["threads/iterations:40/threads:2"];
+  for (const char* name : {"page-faults:u", "page-faults:u_p50", "page-faults:u_p99", "page-faults:u_max"}) {
+    INFO(name << ": one thread " << one[name].value << ", two threads " << two[name].value);
+    REQUIRE(one.count(name) == 1);
+    REQUIRE(two.count(name) == 1);
+    CHECK(one[name].value >= static_cast<double>(kPages));
+    CHECK(two[name].value >= static_cast<double>(kPages));
+    // Summed over the two threads (the old flags) this would be at least twice one thread's count.
+    CHECK(two[name].value < 1.5 * one[name].value);
+  }
+  CHECK(two.count("task-clock:u_p50") == 1);
 }

@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "counting_new.hpp"
 #include "selfperf/counter_group.hpp"
 #include "selfperf/error.hpp"
@@ -211,4 +213,31 @@ TEST_CASE("a wall-time budget flags frames that certainly ran longer than it") {
   for (auto i : long_frames) CHECK(flagged.count(i) == 1);
   CHECK(loop.wall_histogram().count() == 12);
   CHECK(loop.wall_histogram().max() >= 60'000'000);
+}
+
+TEST_CASE("to_json reads back: units, budgets, histograms and the over-budget frames with their deltas") {
+  FrameLoop loop({"task-clock:u", "page-faults, \"odd\""}, {.over_budget_capacity = 4});
+  loop.set_budget(std::size_t{1}, 10);
+  const std::uint64_t big = 1310295847;
+  loop.begin(reading({0, 0}, 1), 1000);
+  loop.end(reading({big, 3}, 2), 2000);  // within budget
+  loop.begin(reading({big, 3}, 3), 3000);
+  loop.end(reading({2 * big, 50}, 4), 4500);  // 47 faults: over budget
+  const auto j = nlohmann::json::parse(loop.to_json());
+  CHECK(j["frames"] == 2);
+  CHECK(j["wall"]["unit"] == "ns");
+  CHECK(j["wall"]["max"] == 1500);
+  REQUIRE(j["events"].size() == 2);
+  CHECK(j["events"][0]["unit"] == "ns");
+  CHECK(j["events"][0]["histogram"]["max"].get<std::uint64_t>() == big);
+  CHECK(j["events"][1]["name"] == "page-faults, \"odd\"");
+  CHECK(j["events"][1]["unit"] == "count");
+  CHECK(j["events"][1]["budget"] == 10);
+  CHECK(j["over_budget_count"] == 1);
+  REQUIRE(j["over_budget_frames"].size() == 1);
+  const auto& frame = j["over_budget_frames"][0];
+  CHECK(frame["index"] == 1);
+  CHECK(frame["deltas"]["task-clock:u"].get<std::uint64_t>() == big);
+  CHECK(frame["deltas"]["page-faults, \"odd\""] == 47);
+  CHECK(frame["exceeded"] == nlohmann::json{"page-faults, \"odd\""});
 }

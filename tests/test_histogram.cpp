@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "counting_new.hpp"
 #include "selfperf/histogram.hpp"
 
@@ -294,4 +296,37 @@ TEST_CASE("SVG titles with control characters stay valid XML") {
   const std::string svg = h.to_svg({.title = "tab\there\x01", .unit = "ns"});
   CHECK(svg.find("tab here ") != std::string::npos);
   CHECK(std::none_of(svg.begin(), svg.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n'; }));
+}
+
+TEST_CASE("to_json reads back exactly: counts above 1e9, percentiles, every bucket") {
+  Histogram h;
+  const std::uint64_t big = 1310295847;  // 6 significant digits would print 1.3103e+09
+  for (std::uint64_t v : {std::uint64_t{3}, std::uint64_t{300}, big, big + 1}) h.record(v);
+  h.record(7, 5);
+  const auto j = nlohmann::json::parse(h.to_json({.title = "frame \"time\", ms\n", .unit = "ns"}));
+  CHECK(j["title"] == "frame \"time\", ms\n");
+  CHECK(j["unit"] == "ns");
+  CHECK(j["count"] == 9);
+  CHECK(j["min"] == 3);
+  CHECK(j["max"].get<std::uint64_t>() == big + 1);
+  CHECK(j["sum"].get<std::uint64_t>() == 3 + 300 + big + big + 1 + 5 * 7);
+  CHECK(j["mean"].get<double>() == h.mean());
+  CHECK(j["stddev"].get<double>() == h.stddev());
+  REQUIRE(j["percentiles"].size() == 6);
+  for (const auto& p : j["percentiles"]) CHECK(p["value"].get<std::uint64_t>() == h.percentile(p["percentile"]));
+  std::uint64_t counted = 0;
+  for (const auto& b : j["buckets"]) {
+    CHECK(b["count"].get<std::uint64_t>() == h.bucket_count(Histogram::bucket_index(b["lowest"])));
+    counted += b["count"].get<std::uint64_t>();
+  }
+  CHECK(counted == h.count());
+}
+
+TEST_CASE("to_json of an empty histogram says null, not a measured zero") {
+  const auto j = nlohmann::json::parse(Histogram().to_json());
+  CHECK(j["count"] == 0);
+  CHECK(j["min"].is_null());
+  CHECK(j["mean"].is_null());
+  CHECK(j["percentiles"].empty());
+  CHECK(j["buckets"].empty());
 }

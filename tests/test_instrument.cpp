@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "selfperf/selfperf.hpp"
 #include "test_support.hpp"
 
@@ -56,6 +58,15 @@ void empty_scope() { SELFPERF_SCOPE("empty"); }
 
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
+// The report's region of that name, parsed back.
+nlohmann::json region_named(const std::string& name) {
+  const auto report = nlohmann::json::parse(selfperf::report_json());
+  for (const auto& r : report["regions"])
+    if (r["name"] == name) return r;
+  FAIL("no region " << name << " in " << report.dump());
+  return {};
+}
+
 // The test binary decides the event set once, before any scope: deterministic across machines.
 struct UseUserEvents {
   UseUserEvents() { selfperf::set_default_events({"task-clock:u", "page-faults:u"}); }
@@ -73,28 +84,32 @@ TEST_CASE("an unknown event in the default set is refused with the event named")
 TEST_CASE("SELFPERF_SCOPE counts calls and nests, and the report shows both") {
   selfperf::reset_regions();
   for (int i = 0; i < 5; ++i) parent_work();
-  const std::string json = selfperf::report_json();
-  CHECK(contains(json, R"({"name":"parent","depth":0,"parent":null,"calls":5,)"));
-  CHECK(contains(json, R"({"name":"leaf","depth":1,"parent":"parent","calls":10,)"));
+  const auto parent = region_named("parent");
+  CHECK(parent["depth"] == 0);
+  CHECK(parent["parent"].is_null());
+  CHECK(parent["calls"] == 5);
+  const auto leaf = region_named("leaf");
+  CHECK(leaf["depth"] == 1);
+  CHECK(leaf["parent"] == "parent");
+  CHECK(leaf["calls"] == 10);
+  const auto report = nlohmann::json::parse(selfperf::report_json());
+  CHECK(report["events"] == nlohmann::json{"task-clock:u", "page-faults:u"});
+  CHECK(contains(report["source"].get<std::string>(), "set_default_events"));
   std::ostringstream table;
   selfperf::report(table);
   CHECK(contains(table.str(), "task-clock:u page-faults:u (set by set_default_events())"));
   CHECK(contains(table.str(), "\n  leaf"));
   const std::string csv = selfperf::report_csv();
-  CHECK(contains(csv, "region,depth,calls,not_counted,event,total,mean,min,max\n"));
-  CHECK(contains(csv, "\"leaf\",1,10,0,\"page-faults:u\","));
+  CHECK(contains(csv, "region,depth,parent,calls,not_counted,event,unit,total,mean,min,max\r\n"));
+  CHECK(contains(csv, "\r\nleaf,1,parent,10,0,page-faults:u,count,"));
 }
 
 TEST_CASE("regions count what their block did") {
   selfperf::reset_regions();
   parent_work();
   // 2 leaves x 8 fresh pages each: at least 16 faults in leaf, and the parent includes them.
-  const std::string csv = selfperf::report_csv();
   auto total_of = [&](const std::string& region) {
-    auto line = csv.find("\"" + region + "\",");
-    REQUIRE(line != std::string::npos);
-    auto faults = csv.find("\"page-faults:u\",", line);
-    return std::strtod(csv.c_str() + faults + std::string("\"page-faults:u\",").size(), nullptr);
+    return region_named(region)["events"]["page-faults:u"]["total"].get<double>();
   };
   CHECK(total_of("leaf") >= 16);
   CHECK(total_of("parent") >= total_of("leaf"));
@@ -108,9 +123,8 @@ TEST_CASE("threads get their own groups and are merged at report time") {
       for (int i = 0; i < 3; ++i) parent_work();
     });
   for (auto& t : threads) t.join();
-  const std::string json = selfperf::report_json();
-  CHECK(contains(json, R"("name":"parent","depth":0,"parent":null,"calls":12,)"));
-  CHECK(contains(json, R"("name":"leaf","depth":1,"parent":"parent","calls":24,)"));
+  CHECK(region_named("parent")["calls"] == 12);
+  CHECK(region_named("leaf")["calls"] == 24);
 }
 
 TEST_CASE("a warm scope allocates nothing") {
@@ -124,6 +138,5 @@ TEST_CASE("scope() by name is the same region as SELFPERF_SCOPE with that name")
   selfperf::reset_regions();
   { auto s = selfperf::scope("leaf"); }
   faulting_leaf();
-  CHECK(contains(selfperf::report_json(), R"("name":"leaf")"));
-  CHECK(contains(selfperf::report_json(), R"("calls":2,)"));
+  CHECK(region_named("leaf")["calls"] == 2);
 }

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "selfperf/selfperf.hpp"
 #include "test_support.hpp"
@@ -110,4 +115,107 @@ TEST_CASE("the region table derives ratios from the events present") {
   const selfperf::Region* regions[] = {&region};
   selfperf::print_regions(table, group, regions);
   CHECK(table.str().find("IPC") == std::string::npos);  // no cycles/instructions here: no IPC column
+}
+
+namespace {
+
+// A minimal RFC 4180 reader (quoted fields, doubled quotes, CRLF): the CSV must read back field for field.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, was_quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') field += text[++i];
+      else if (c == '"') quoted = false;
+      else field += c;
+    } else if (c == '"') {
+      REQUIRE_MESSAGE(field.empty(), "a quote inside an unquoted field");
+      quoted = was_quoted = true;
+    } else if (c == ',') {
+      rows.back().push_back(std::exchange(field, {}));
+      was_quoted = false;
+    } else if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') {
+      rows.back().push_back(std::exchange(field, {}));
+      rows.emplace_back();
+      ++i;
+      was_quoted = false;
+    } else {
+      REQUIRE_MESSAGE((c != '\n' && c != '\r'), "a bare line break outside quotes");
+      field += c;
+    }
+  }
+  (void)was_quoted;
+  REQUIRE(!quoted);
+  if (rows.back().empty() && field.empty()) rows.pop_back();
+  return rows;
+}
+
+// A name that needs every escape JSON and CSV have, and counts past what 6 significant digits can say.
+const std::string kAwkwardName = "parse \"quoted\", with, commas\nand a newline\\";
+constexpr std::uint64_t kBigCount = 1310295847;  // printed as 1.3103e+09 before
+
+}  // namespace
+
+TEST_CASE("regions_json and regions_csv read back exactly: awkward names, counts above 1e9, units") {
+  selfperf::Region outer(kAwkwardName);
+  selfperf::Region inner("inner,leaf");
+  inner.set_parent(&outer);
+  selfperf::Region idle("idle");
+  auto b = reading({{0, 0, 0, 1}, {5, 0, 0, 2}});
+  auto a1 = reading({{kBigCount, 1000, 1000, 1}, {5 + 3, 1000, 1000, 2}});
+  auto a2 = reading({{kBigCount + 7, 1000, 1000, 1}, {5 + 4, 1000, 1000, 2}});
+  outer.record(b, a1);
+  outer.record(b, a2);
+  inner.record(b, a1);
+  idle.record(b, reading({{0, 0, 0, 1}, {5, 0, 0, 2}}));  // never scheduled: not counted
+  const std::vector<std::string> events = {"task-clock:u", "page-faults,odd\"name"};
+  const selfperf::Region* regions[] = {&outer, &inner, &idle};
+
+  const auto json = nlohmann::json::parse(selfperf::regions_json(events, regions));
+  REQUIRE(json["regions"].size() == 3);
+  const auto& o = json["regions"][0];
+  CHECK(o["name"] == kAwkwardName);
+  CHECK(o["calls"] == 2);
+  const auto& clock = o["events"]["task-clock:u"];
+  CHECK(clock["unit"] == "ns");
+  CHECK(clock["total"].get<double>() == static_cast<double>(2 * kBigCount + 7));
+  CHECK(clock["min"].get<double>() == static_cast<double>(kBigCount));
+  CHECK(clock["max"].get<double>() == static_cast<double>(kBigCount + 7));
+  CHECK(clock["mean"].get<double>() == outer.mean(0));
+  CHECK(o["events"]["page-faults,odd\"name"]["unit"] == "count");
+  CHECK(o["events"]["page-faults,odd\"name"]["total"].get<double>() == 7);
+  CHECK(json["regions"][1]["parent"] == kAwkwardName);
+  CHECK(json["regions"][1]["depth"] == 1);
+  CHECK(json["regions"][2]["not_counted"] == 1);
+  CHECK(json["regions"][2]["events"]["task-clock:u"]["mean"].is_null());  // not a measured zero
+
+  const auto rows = parse_csv(selfperf::regions_csv(events, regions));
+  REQUIRE(rows.size() == 1 + 3 * 2);
+  CHECK(rows[0] == std::vector<std::string>{"region", "depth", "parent", "calls", "not_counted", "event", "unit",
+                                            "total", "mean", "min", "max"});
+  for (const auto& row : rows) REQUIRE(row.size() == rows[0].size());
+  CHECK(rows[1][0] == kAwkwardName);
+  CHECK(rows[1][5] == "task-clock:u");
+  CHECK(rows[1][6] == "ns");
+  CHECK(rows[1][7] == std::to_string(2 * kBigCount + 7));  // exact, no exponent
+  CHECK(rows[1][9] == std::to_string(kBigCount));
+  CHECK(std::stod(rows[1][8]) == outer.mean(0));  // the double reads back as the same double
+  CHECK(rows[2][5] == "page-faults,odd\"name");
+  CHECK(rows[2][6] == "count");
+  CHECK(rows[3][0] == "inner,leaf");
+  CHECK(rows[3][2] == kAwkwardName);
+  CHECK(rows[5][8].empty());  // idle: no mean without a counted call
+}
+
+TEST_CASE("the region table names the unit of every column") {
+  selfperf::Region region("work");
+  const std::vector<std::string> events = {"task-clock:u", "page-faults:u"};
+  const selfperf::Region* regions[] = {&region};
+  std::ostringstream table;
+  selfperf::print_regions(table, events, regions);
+  CHECK(table.str().find("task-clock:u total [ns]") != std::string::npos);
+  CHECK(table.str().find("page-faults:u total [count]") != std::string::npos);
+  CHECK(table.str().find("mean [ns]") != std::string::npos);
 }

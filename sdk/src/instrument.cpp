@@ -6,12 +6,12 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "perf_syscall.hpp"
+#include "region_report.hpp"
 
 namespace selfperf {
 
@@ -183,21 +183,6 @@ Snapshot snapshot() {
   return s;
 }
 
-std::string json_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 RegionSite::RegionSite(std::string_view name) {
@@ -263,41 +248,18 @@ void report() { report(std::cout); }
 
 std::string report_json() {
   Snapshot s = snapshot();
-  std::ostringstream out;
-  out << "{\"events\":[";
-  for (std::size_t i = 0; i < s.events.size(); ++i) out << (i ? "," : "") << '"' << json_escape(s.events[i]) << '"';
-  out << "],\"source\":\"" << json_escape(s.reason) << "\",\"error\":\"" << json_escape(s.error) << "\",\"notes\":[";
-  for (std::size_t i = 0; i < s.notes.size(); ++i) out << (i ? "," : "") << '"' << json_escape(s.notes[i]) << '"';
-  out << "],\"regions\":[";
-  for (std::size_t k = 0; k < s.ordered.size(); ++k) {
-    const Region* region = s.ordered[k];
-    out << (k ? "," : "") << "{\"name\":\"" << json_escape(region->name()) << "\",\"depth\":" << region->depth()
-        << ",\"parent\":" << (region->parent() ? "\"" + json_escape(region->parent()->name()) + "\"" : "null")
-        << ",\"calls\":" << region->calls() << ",\"not_counted\":" << region->not_counted() << ",\"events\":{";
-    for (std::size_t i = 0; i < s.events.size(); ++i) {
-      const EventTotals& t = region->totals(i);
-      out << (i ? "," : "") << '"' << json_escape(s.events[i]) << "\":{\"total\":" << t.sum
-          << ",\"mean\":" << region->mean(i) << ",\"min\":" << (region->calls() > region->not_counted() ? t.min : 0)
-          << ",\"max\":" << t.max << '}';
-    }
-    out << "}}";
-  }
-  out << "]}";
-  return out.str();
+  nlohmann::ordered_json out;
+  out["events"] = s.events;
+  out["source"] = s.reason;
+  out["error"] = s.error;
+  out["notes"] = s.notes;
+  out["regions"] = detail::regions_to_json(s.events, s.ordered);
+  return detail::dump_json(out);
 }
 
 std::string report_csv() {
   Snapshot s = snapshot();
-  std::ostringstream out;
-  out << "region,depth,calls,not_counted,event,total,mean,min,max\n";
-  for (const Region* region : s.ordered)
-    for (std::size_t i = 0; i < s.events.size(); ++i) {
-      const EventTotals& t = region->totals(i);
-      out << '"' << region->name() << "\"," << region->depth() << ',' << region->calls() << ','
-          << region->not_counted() << ",\"" << s.events[i] << "\"," << t.sum << ',' << region->mean(i) << ','
-          << (region->calls() > region->not_counted() ? t.min : 0) << ',' << t.max << '\n';
-    }
-  return out.str();
+  return regions_csv(s.events, s.ordered);
 }
 
 void reset_regions() {

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "report_format.hpp"
+
 namespace selfperf {
 
 namespace {
@@ -128,8 +130,11 @@ void print_regions(std::ostream& out, std::span<const std::string> events, std::
   put("%-28s %10s", "region", "calls");
   std::vector<int> widths;  // each event's total column fits its heading
   for (const auto& head : events) {
-    widths.push_back(std::max(18, static_cast<int>(head.size()) + 6));
-    put(" %*s %14s", widths.back(), (head + " total").c_str(), "mean");
+    // Every column says its unit: the clocks count ns, other events count occurrences.
+    const std::string unit = " [" + detail::event_unit(head) + "]";
+    const std::string total = head + " total" + unit;
+    widths.push_back(std::max(18, static_cast<int>(total.size())));
+    put(" %*s %14s", widths.back(), total.c_str(), ("mean" + unit).c_str());
   }
   for (const auto& r : ratios) put(" %14s", r.label.c_str());
   out << '\n';

@@ -7,6 +7,15 @@
 //     for (auto _ : state) parse(input);
 //   }                                                  // … and here, then fills state.counters
 //
+// Counters: each event per iteration ("page-faults:u"), IPC, branch_miss% and cache_miss% where their events
+// are present, and in per-iteration mode "<event>_p50", "<event>_p99", "<event>_max". Under ->Threads(N) every
+// one of them is what a single thread measures (per iteration and per thread; percentiles and ratios are the
+// mean of the threads'), so runs with different thread counts compare directly. An event that was never
+// scheduled reports "<event>_not_counted" instead of a zero.
+//
+// An event set that does not open (no PMU, perf_event_paranoid, seccomp) skips the benchmark with
+// state.SkipWithError(<reason>), as Google Benchmark expects; the other benchmarks still run.
+//
 // Per-iteration histogram mode: read the group around every iteration and report p50/p99/max per event
 // (costs two group reads per iteration, so use it for iterations much longer than a read):
 //
@@ -51,7 +60,7 @@ class BenchmarkCounters {
   // RAII: one iteration's deltas into the per-event histograms (per_iteration mode only).
   class Iteration {
    public:
-    explicit Iteration(BenchmarkCounters& counters) : counters_(counters) { counters_.group_->read(before_); }
+    explicit Iteration(BenchmarkCounters& counters);
     ~Iteration();
     Iteration(const Iteration&) = delete;
     Iteration& operator=(const Iteration&) = delete;
@@ -65,7 +74,8 @@ class BenchmarkCounters {
 
  private:
   benchmark::State& state_;
-  CounterGroup* group_;
+  CounterGroup* group_ = nullptr;  // null when the events did not open (the benchmark is skipped with the reason)
+  bool per_iteration_ = false;
   GroupReading before_;
   std::unique_ptr<Histogram[]> histograms_;  // per event, per_iteration mode only
   bool stopped_ = false;

@@ -93,6 +93,11 @@ class FrameLoop {
 
   // Per-event p50/p90/p99/p99.9/max/mean table and the over-budget frames with their deltas.
   std::string report() const;
+  // The same as JSON: {"frames","wall_budget_ns","wall":<histogram>,"events":[{"name","unit","budget","not_counted",
+  // "histogram"}],"over_budget_count","over_budget_dropped","over_budget_frames":[{"index","wall_ns","deltas":
+  // {<event>: n or null when not counted},"exceeded":["wall"|<event>…]}]}, histograms as Histogram::to_json writes
+  // them; "unit" is "ns" or "count".
+  std::string to_json() const;
   // Forgets every frame (histograms, ring, counts) but keeps the events and budgets.
   void reset() noexcept;
 

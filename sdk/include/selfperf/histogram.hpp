@@ -199,6 +199,11 @@ class Histogram {
   // A standalone SVG: the distribution as bars on a log value axis, and the percentile curve (value against
   // percentile on a 1/(1-p) axis, as HdrHistogram plots it); each bar and point has a hover title.
   std::string to_svg(const HistogramFormat& format = {}) const;
+  // JSON: {"title","unit","count","min","max","sum","mean","stddev","max_relative_error","percentiles":[{"percentile",
+  // "value"}…] (50, 90, 99, 99.9, 99.99, 100),"buckets":[{"lowest","highest","value","count"}…]}. Counts and values
+  // are exact integers (sum is a decimal string in the impossible case it exceeds 2^64); min, max, mean, stddev
+  // are null and percentiles empty when nothing was recorded.
+  std::string to_json(const HistogramFormat& format = {}) const;
 
   bool operator==(const Histogram&) const = default;
 

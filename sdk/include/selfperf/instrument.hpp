@@ -55,6 +55,8 @@ std::string default_events_reason();
 // Region table over all threads (sites in first-use order, nested ones indented).
 void report(std::ostream& out);
 void report();  // to stdout
+// The same as JSON: {"events":[…],"source":"…","error":"…","notes":[…],"regions":[…]} with the regions as
+// regions_json() (region.hpp) writes them; and as RFC 4180 CSV, as regions_csv() writes it.
 std::string report_json();
 std::string report_csv();
 // Forgets all recorded calls (sites and event set stay).

@@ -76,4 +76,14 @@ void print_regions(std::ostream& out, std::span<const std::string> event_names,
                    std::span<const Region* const> regions);
 void print_regions(std::ostream& out, const CounterGroup& group, std::span<const Region* const> regions);
 
+// The same as JSON: {"events":[…],"regions":[{"name","depth","parent","calls","not_counted","events":{<event>:
+// {"unit","total","mean","min","max"}}}]}. Counts are exact, doubles read back as written; "unit" is "ns" for
+// task-clock/cpu-clock and "count" otherwise; mean and min are null for a region with no counted call.
+std::string regions_json(std::span<const std::string> event_names, std::span<const Region* const> regions);
+std::string regions_json(const CounterGroup& group, std::span<const Region* const> regions);
+// RFC 4180 CSV (CRLF line ends, fields quoted where needed), one row per region and event:
+// region,depth,parent,calls,not_counted,event,unit,total,mean,min,max (mean and min empty without a counted call).
+std::string regions_csv(std::span<const std::string> event_names, std::span<const Region* const> regions);
+std::string regions_csv(const CounterGroup& group, std::span<const Region* const> regions);
+
 }  // namespace selfperf
