@@ -77,7 +77,7 @@ if [ "$(id -u)" -eq 0 ] && [ "${SELFPERF_TEST_NO_DPKG_INSTALL:-}" != 1 ]; then
       done
       dpkg --log=/dev/null -i "$deb" > "$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i"; }
       dpkg -s selfperf | grep -q "^Status: install ok installed" || fail "dpkg does not list selfperf as installed"
-      selfperf-doctor --help > /dev/null 2>&1 || test -x /usr/bin/selfperf-doctor
+      test -x /usr/bin/selfperf-doctor && test -f /usr/lib/libselfperf_profile.so || fail "programs missing under /usr"
       consume ""
       dpkg --log=/dev/null -r selfperf > "$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -r"; }
       [ ! -e /usr/include/selfperf ] && [ ! -e /usr/lib/cmake/selfperf ] || fail "dpkg -r left files behind"
