@@ -15,7 +15,7 @@ using selfperf::doctor::Finding;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-const Finding& row(const std::vector<Finding>& rows, const std::string& name) {
+Finding row(const std::vector<Finding>& rows, const std::string& name) {
   for (const auto& f : rows)
     if (f.name == name) return f;
   FAIL("no row " << name);

@@ -241,3 +241,12 @@ TEST_CASE("to_json reads back: units, budgets, histograms and the over-budget fr
   CHECK(frame["deltas"]["page-faults, \"odd\""] == 47);
   CHECK(frame["exceeded"] == nlohmann::json{"page-faults, \"odd\""});
 }
+
+TEST_CASE("the report table says the unit of every row") {
+  FrameLoop loop({"task-clock:u", "page-faults:u"});
+  loop.begin(reading({0, 0}, 1), 1000);
+  loop.end(reading({2500, 3}, 2), 2000);
+  const std::string report = loop.report();
+  CHECK(report.find("page-faults:u [count]") != std::string::npos);
+  CHECK(report.find("2.50 us") != std::string::npos);  // task-clock counts ns and prints them with their unit
+}

@@ -191,7 +191,8 @@ std::string FrameLoop::report() const {
   };
   row("wall", histograms_[0], "ns");
   for (std::size_t i = 0; i < names_.size(); ++i) {
-    row(names_[i], histograms_[i + 1], units_[i]);
+    // ns values print with their unit (format_value); counts say so in the label.
+    row(names_[i] + (units_[i].empty() ? " [count]" : ""), histograms_[i + 1], units_[i]);
     if (not_counted_[i] != 0)
       append(out, "  (%s was not counted in %llu frames: group disabled or multiplexed out; left out above)\n",
              names_[i].c_str(), static_cast<unsigned long long>(not_counted_[i]));
@@ -201,7 +202,8 @@ std::string FrameLoop::report() const {
   append(out, "over-budget frames (%zu most recent of %llu%s):\n", kept.size(),
          static_cast<unsigned long long>(over_budget_total_), over_budget_dropped() ? "; older ones dropped" : "");
   append(out, "  %10s %12s", "frame", "wall");
-  for (const auto& name : names_) append(out, " %16s", name.c_str());
+  for (std::size_t i = 0; i < names_.size(); ++i)
+    append(out, " %16s", (names_[i] + (units_[i].empty() ? " [count]" : "")).c_str());
   out += "  exceeded\n";
   for (const auto& frame : kept) {
     append(out, "  %10llu %12s", static_cast<unsigned long long>(frame.index), format_value(frame.wall_ns, "ns").c_str());

@@ -20,6 +20,7 @@ const char* yes(bool b) { return b ? "yes" : "no"; }
 // Reads `key:\tvalue` from /proc/self/status; -1 when absent or unreadable (out of descriptors, say).
 int status_field(const char* key) {
   std::ifstream status("/proc/self/status");
+  if (!status) return -1;  // out of descriptors, say
   std::string line;
   const std::size_t n = std::strlen(key);
   while (std::getline(status, line))
@@ -35,6 +36,7 @@ int status_field(const char* key) {
 
 std::string tracefs_mount_point() {
   std::ifstream mounts("/proc/self/mounts");
+  if (!mounts) return "";
   std::string line;
   while (std::getline(mounts, line)) {
     std::istringstream fields(line);
