@@ -2,6 +2,7 @@
 # selfperf set-up: installs what is missing (Debian 12, as root), builds, and runs the demo or the tests.
 #   ./setup.sh demo    install, build, run the main demo
 #   ./setup.sh test    install, build plain + ASan/UBSan + TSan with -Werror, run every test (also as nobody),
+#                      build with Clang and run the fuzzers briefly,
 #                      then compile the Release benchmarks
 #   ./setup.sh bench   install, build, run the benchmarks (ratios printed)
 set -euo pipefail
@@ -11,7 +12,8 @@ jobs=$(nproc)
 
 packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev nlohmann-json3-dev libunwind-dev libdw-dev libelf-dev
           linux-perf util-linux python3)
-[ "$mode" = test ] && packages+=(chromium golang-go)  # golang-go: go tool pprof reads our profiles in a test
+# golang-go: go tool pprof reads our profiles in a test; clang + libclang-rt-14-dev: the Clang build and libFuzzer.
+[ "$mode" = test ] && packages+=(chromium golang-go clang libclang-rt-14-dev)
 
 install_missing() {
   local missing=()
@@ -81,6 +83,10 @@ case "$mode" in
     # Hardware-only tests: show what they said (on a VM: "skipped: no hardware PMU").
     (cd build && ctest -L hardware -V 2>&1 | grep -E "^[0-9]+: (skipped|\[doctest\] test cases)" || true)
     (cd build && ctest -j"$jobs" --output-on-failure)
+    # Clang (-Werror) builds the whole tree too, with the libFuzzer targets, which run briefly (docs/fuzzing.md).
+    build build-clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSELFPERF_FUZZ=ON \
+      -DSELFPERF_BUILD_BENCH=OFF
+    (cd build-clang && ctest -j"$jobs" -L fuzz --output-on-failure)
     build_bench
     ;;
   bench)

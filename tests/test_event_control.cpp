@@ -55,11 +55,12 @@ TEST_CASE("PERF_EVENT_IOC_PERIOD changes how many faults make a sample") {
   std::size_t at_100 = event.read_samples([](const selfperf::SampleRecord&) {});
   event.disable();
   INFO("samples at period 10: ", at_10, ", after PERF_EVENT_IOC_PERIOD 100: ", at_100);
-  // A few faults of the test's own (the ring, the doctest output) may add a sample or two.
+  // Upper bounds leave room for faults that are not the pages': the test's own (the ring, doctest's output) and,
+  // under ASan, the first read of each shadow page (one per 8 pages touched).
   CHECK(at_10 >= 100);
-  CHECK(at_10 <= 110);
+  CHECK(at_10 <= 130);
   CHECK(at_100 >= 9);   // the first overflow after the ioctl still uses the old period
-  CHECK(at_100 <= 15);
+  CHECK(at_100 <= 16);
   CHECK_THROWS_AS(selfperf::set_sample_period(event.fd(), 0), selfperf::Error);
 }
 

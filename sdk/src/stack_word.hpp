@@ -6,7 +6,7 @@
 
 namespace selfperf::detail {
 
-[[gnu::no_sanitize("address", "thread"), gnu::always_inline]] inline std::uint64_t stack_word(
+[[gnu::always_inline]] __attribute__((no_sanitize("address", "thread"))) inline std::uint64_t stack_word(
     std::uintptr_t addr) noexcept {
   std::uint64_t v;
   std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);

@@ -47,7 +47,7 @@ struct Cursor {
 // rbp) at or above sp - 8, inside the stack because the walk enters here two frames or more above its start;
 // an rbp slot inside an rsp-based frame in [sp, CFA - 8].
 template <bool kFromRbp, bool kRbpSaved>
-[[gnu::noinline, gnu::no_sanitize("address", "thread")]] std::uint64_t predict(Cursor& cursor, std::uint64_t* end,
+[[gnu::noinline]] __attribute__((no_sanitize("address", "thread"))) std::uint64_t predict(Cursor& cursor, std::uint64_t* end,
                                                                                std::uint64_t high,
                                                                                std::uint64_t rule) noexcept {
   const auto r = std::bit_cast<CfiRule>(rule);
@@ -98,7 +98,7 @@ PredictLoop predicting_loop_for(const CfiRule& r) noexcept {
 // branch, which the CPU predicts and runs ahead of. The lookup leaves the chain, which becomes the rbp load
 // (or nothing, for rsp-based rules). A wrong prediction costs a mispredict and returns to following; code
 // without frame pointers, where every function has its own CFA offset, mostly stays there and pays nothing.
-[[gnu::no_sanitize("address", "thread")]] DwarfWalk unwind_dwarf(const RegisterState& regs,
+__attribute__((no_sanitize("address", "thread"))) DwarfWalk unwind_dwarf(const RegisterState& regs,
                                                                  const StackBounds& stack,
                                                                  std::span<std::uint64_t> out,
                                                                  const CodeMap* code) noexcept {

@@ -39,7 +39,7 @@ constexpr std::uintptr_t kPageSize = 4096;
 
 // Where, relative to sp, the return address sits when IP is at an instruction that runs while the function
 // has no frame of its own (rbp still the caller's). -1: IP is inside a set-up frame.
-[[gnu::no_sanitize("address", "thread")]] int return_address_slot(std::uint64_t ip) noexcept {
+__attribute__((no_sanitize("address", "thread"))) int return_address_slot(std::uint64_t ip) noexcept {
   const auto* code = reinterpret_cast<const unsigned char*>(ip);
   std::uintptr_t room = kPageSize - (ip & (kPageSize - 1));  // bytes readable without leaving IP's page
   if (room >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa) return 0;  // endbr64
@@ -66,7 +66,7 @@ constexpr std::uintptr_t kPageSize = 4096;
 // Earlier attempts: a memo of the previous walk, confirmed with independent loads (0.68-1.15x the plain
 // walk at 130 frames, 1.3x at 15), and a prediction from the last frame's size alone, without waiting for a
 // repeat (1.1-1.4x slower: a mispredicted branch at every change of size, and more instructions per frame).
-[[gnu::no_sanitize("address", "thread")]] std::size_t walk_frame_chain(std::uintptr_t fp, std::uintptr_t ceiling,
+__attribute__((no_sanitize("address", "thread"))) std::size_t walk_frame_chain(std::uintptr_t fp, std::uintptr_t ceiling,
                                                                       std::span<std::uint64_t> out) noexcept {
   std::uint64_t* o = out.data();
   std::uint64_t* const end = o + out.size();
@@ -168,7 +168,7 @@ constexpr std::uintptr_t kPageSize = 4096;
 
 }  // namespace
 
-[[gnu::no_sanitize("address", "thread")]] std::size_t unwind_frame_pointer(const RegisterState& regs,
+__attribute__((no_sanitize("address", "thread"))) std::size_t unwind_frame_pointer(const RegisterState& regs,
                                                                           const StackBounds& stack,
                                                                           std::span<std::uint64_t> out,
                                                                           const CodeMap* code) noexcept {
