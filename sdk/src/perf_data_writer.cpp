@@ -246,7 +246,7 @@ void PerfDataWriter::write_lost(std::uint64_t lost, std::size_t event_index) {
   lost_ += lost;
 }
 
-void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm) {
+void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time) {
   if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
   scratch_.clear();
   put(scratch_, perf_event_header{PERF_RECORD_COMM, 0, 0});
@@ -255,13 +255,13 @@ void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::s
   std::string name = comm.substr(0, 15);  // TASK_COMM_LEN
   scratch_.insert(scratch_.end(), name.begin(), name.end());
   scratch_.resize(detail::align_up(scratch_.size() + 1, 8), 0);
-  append_sample_id(pid, tid, 0, 0);
+  append_sample_id(pid, tid, time, 0);
   auto size = static_cast<std::uint16_t>(scratch_.size());
   std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
   append(scratch_.data(), scratch_.size());
 }
 
-void PerfDataWriter::write_mmap2(const Mmap2Info& map) {
+void PerfDataWriter::write_mmap2(const Mmap2Info& map, std::uint64_t time) {
   if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
   if (map.filename.size() > 4096)
     throw Error("perf.data writer: mapping file name longer than PATH_MAX: " + map.filename.substr(0, 64) + "…");
@@ -280,7 +280,7 @@ void PerfDataWriter::write_mmap2(const Mmap2Info& map) {
   put(scratch_, map.flags);
   scratch_.insert(scratch_.end(), map.filename.begin(), map.filename.end());
   scratch_.resize(detail::align_up(scratch_.size() + 1, 8), 0);
-  append_sample_id(map.pid, map.tid, 0, 0);
+  append_sample_id(map.pid, map.tid, time, 0);
   auto size = static_cast<std::uint16_t>(scratch_.size());
   std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
   append(scratch_.data(), scratch_.size());

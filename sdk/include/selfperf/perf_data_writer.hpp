@@ -67,8 +67,10 @@ class PerfDataWriter {
   void write_sample(const Sample& sample, std::size_t event_index);
   // PERF_RECORD_LOST: `lost` samples of event `event_index` that never reached the writer.
   void write_lost(std::uint64_t lost, std::size_t event_index = 0);
-  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm);
-  void write_mmap2(const Mmap2Info& map);
+  // `time` (perf clock) places the record among the samples: a merged file holds the COMM of every image a
+  // pid ran (exec), each from the time of its first sample, so perf names each sample by the image that took it.
+  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time = 0);
+  void write_mmap2(const Mmap2Info& map, std::uint64_t time = 0);
   // MMAP2 records for executable mappings of this process not written yet (after dlopen, say).
   void synthesize_self_mmaps();
   // No record written after this one is older than any written before the previous round: call it after a
