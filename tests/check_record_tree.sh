@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # selfperf record profiles a whole process tree into one perf.data: a fork+exec chain (bash starting bash
-# starting bash) and a wrapper chain (sh -c running timeout running env exec'ing bash); perf report --sort
+# starting bash), a wrapper chain (sh -c running timeout running env exec'ing bash) and a forked subshell; perf report --sort
 # comm,pid and perf script show every process of it with samples, and the summary names them.
 # Usage: check_record_tree.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -63,6 +63,15 @@ export PIDS=$tmp/wrap.pids
 echo "ok: wrapper chain, $(grep '^selfperf record: [0-9]' wrap.err)"
 check_tree "wrapper chain" wrap.data wrap.pids 1
 grep -q "task-clock" report.txt || fail "-e task-clock: the report names another event: $(grep Samples report.txt)"
+
+# Fork without exec: a bash subshell burns in a forked copy of its parent.
+"$selfperf" record -o sub.data -- \
+  bash -c '(echo $BASHPID > sub.pid; for ((i = 0; i < 100000; i++)); do :; done) & wait; true' 2> sub.err ||
+  { cat sub.err; fail "forked subshell: selfperf record failed"; }
+sub=$(cat sub.pid)
+n=$(perf script -i sub.data -F comm,pid 2> /dev/null | awk -v p="$sub" '$1 == "bash" && $2 == p' | wc -l)
+[[ $n -gt 0 ]] || fail "forked subshell $sub: no sample: $(cat sub.err)"
+echo "ok: forked subshell $sub: $n samples, $(grep '^selfperf record: [0-9]' sub.err)"
 
 # The command's exit status is selfperf record's.
 status=0

@@ -332,6 +332,12 @@ void PerfDataWriter::write_features() {
   write_header(bits);  // last: until now the header names no features, whose table may be half written
 }
 
+void PerfDataWriter::abandon() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  buffer_.clear();
+}
+
 void PerfDataWriter::close() {
   if (fd_ < 0) return;
   if (options_.synthesize_process && !process_synthesized_) synthesize_self_mmaps();

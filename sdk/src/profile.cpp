@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <map>
 #include <optional>
 #include <vector>
@@ -93,6 +94,8 @@ struct Profiler::State {
   std::uint64_t samples_dropped = 0;  // drained after a write error
   void (*on_first_pass)() = nullptr;
 
+  void start_drainer();
+
   void open_writer() {
     int fd = detail::claim_profile_output(options.output.string(), ::getpid(), run_start_ns, path);
     writer.emplace(fd, path, std::vector<EventDescription>{event});
@@ -160,17 +163,42 @@ void Profiler::start() {
   s.sampler->start();
   s.sampler->attach_this_thread();
   detail::fork_waits_for(s.mu);  // the drainer allocates under mu: a fork must not copy it mid-pass
-  s.drainer = std::thread([&s] {
-    s.sampler->detach_this_thread();  // attached by the pthread_create hook, if any: the drainer is not profiled
-    std::unique_lock lock(s.mu);
-    bool exit_hook_registered = false;
-    while (!s.stopping) {
-      s.wake.wait_for(lock, kDrainInterval);
-      s.drain_once();
-      if (!exit_hook_registered && s.on_first_pass) s.on_first_pass();
-      exit_hook_registered = true;
+  s.start_drainer();
+}
+
+void Profiler::State::start_drainer() {
+  drainer = std::thread([this] {
+    sampler->detach_this_thread();  // attached by the pthread_create hook, if any: the drainer is not profiled
+    std::unique_lock lock(mu);
+    bool first_pass = true;
+    while (!stopping) {
+      wake.wait_for(lock, kDrainInterval);
+      drain_once();
+      if (first_pass && on_first_pass) on_first_pass();
+      first_pass = false;
     }
   });
+}
+
+void Profiler::restart_in_fork_child() {
+  auto& s = *state_;
+  if (s.stopped || !s.sampler || ::getpid() == s.owner) return;
+  // Everything copied from the parent is the parent's: its file (the copy of its descriptor is closed
+  // unwritten), its samples, its drain thread (which this process does not have: the std::thread object is
+  // overwritten, never joined or destroyed).
+  if (s.writer) s.writer->abandon();
+  s.writer.reset();
+  s.path.clear();
+  s.raw_stacks.clear();
+  s.samples = 0;
+  s.lost = 0;
+  s.samples_dropped = 0;
+  s.write_failed = false;
+  s.totals = {};
+  s.owner = ::getpid();
+  new (&s.drainer) std::thread();
+  s.sampler->attach_this_thread();  // the Sampler drops what it inherited and opens this thread's event
+  s.start_drainer();
 }
 
 void Profiler::attach_this_thread() {
@@ -281,6 +309,17 @@ void profile_attach_this_thread() noexcept {
     g_profiler->attach_this_thread();
   } catch (const Error& e) {
     std::fprintf(stderr, "selfperf: thread %d not profiled: %s\n", static_cast<int>(::gettid()), e.what());
+  }
+}
+
+void profile_after_fork_child() noexcept {
+  if (!g_running.load(std::memory_order_acquire) || ::getpid() == g_owner) return;
+  try {
+    g_profiler->restart_in_fork_child();
+    g_owner = ::getpid();
+  } catch (const std::exception& e) {
+    g_running = false;  // the parent's profile is not this process's to write
+    std::fprintf(stderr, "selfperf: forked process %d not profiled: %s\n", static_cast<int>(::getpid()), e.what());
   }
 }
 

@@ -81,6 +81,10 @@ class PerfDataWriter {
   // readable up to here. Throws on I/O errors.
   void sync();
 
+  // In a child of fork(): closes this process's copy of the descriptor without writing anything, so that the
+  // parent's file, which the copy shares, is left to the parent. The writer is closed from then on.
+  void abandon() noexcept;
+
   // Flushes the records, writes the features and the final header. Throws on I/O errors.
   void close();
 

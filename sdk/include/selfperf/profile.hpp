@@ -13,7 +13,7 @@
 // at most 1024), SELFPERF_QUIET=1 (no summary line on stderr).
 //
 // Process trees: SELFPERF_PROFILE stays in the environment, so the programs a profiled process starts (and,
-// under the preload library, the program it execs) are profiled too. No process overwrites a profile another
+// under the preload library, the program it execs and the children it forks) are profiled too. No process overwrites a profile another
 // process of the same run wrote: one that finds OUT taken writes OUT.<pid> (or OUT.<pid>.1, …; with %p,
 // OUT.1, …). A profile from an earlier run is replaced. A process that took no sample writes no file.
 #include <cstdint>
@@ -61,6 +61,9 @@ class Profiler {
   // After stop(): one line naming the process, its samples, threads, losses and the files written.
   std::string summary() const;
   bool quiet() const noexcept;
+  // In a child of fork(), right after it: makes the profile this process's own (a new file, a drain thread,
+  // the calling thread attached); what was copied from the parent is dropped unwritten. No-op elsewhere.
+  void restart_in_fork_child();
   // Before start(): `fn` runs once on the drain thread after its first pass (50 ms in), when main has begun.
   void after_first_drain(void (*fn)()) noexcept;
 
@@ -77,6 +80,9 @@ void profile_attach_this_thread() noexcept;
 // Stops and writes the process-wide profile now (also done at exit), then prints its summary() on stderr
 // unless SELFPERF_QUIET is set.
 void profile_stop() noexcept;
+// Call in the child right after fork() (the preload library's fork wrapper does): the child is profiled into a
+// file of its own from here on. Without it a forked child is not profiled and writes nothing.
+void profile_after_fork_child() noexcept;
 // Call right before this process replaces its image with exec*(): stops and writes the profile, as exit()
 // would. Without it a sample signal the kernel queued during the exec (its work counts as the thread's CPU
 // time) arrives after exec has reset the handlers, and kills the new program. A no-op in a child of fork() or
