@@ -73,6 +73,18 @@ n=$(perf script -i sub.data -F comm,pid 2> /dev/null | awk -v p="$sub" '$1 == "b
 [[ $n -gt 0 ]] || fail "forked subshell $sub: no sample: $(cat sub.err)"
 echo "ok: forked subshell $sub: $n samples, $(grep '^selfperf record: [0-9]' sub.err)"
 
+# A program without frame pointers (Debian's python3): the default unwinding reaches main in most samples
+# (95 % here, as perf record --call-graph dwarf's 99 %); frame pointers gave leaves only (0 %).
+if [[ -x /usr/bin/python3 ]]; then
+  "$selfperf" record -q -o py.data -- /usr/bin/python3 -c '
+x = 0
+for i in range(2000000): x += i' || fail "python3: selfperf record failed"
+  awk '{ n = $NF; total += n; if (/;Py_BytesMain;/) main += n }
+       END { printf "%d %d\n", main, total; exit !(total > 0 && main >= 0.5 * total) }' py.data.folded > py.share ||
+    fail "python3: stacks reaching Py_BytesMain: $(cat py.share) (main, total samples): no DWARF unwinding"
+  echo "ok: python3 without frame pointers: $(cut -d' ' -f1 py.share) of $(cut -d' ' -f2 py.share) samples reach Py_BytesMain"
+fi
+
 # The command's exit status is selfperf record's.
 status=0
 "$selfperf" record -q -o fail.data -- sh -c 'exit 7' 2> /dev/null || status=$?

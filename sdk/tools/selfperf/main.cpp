@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
     "  -F HZ     samples per second per thread (default 999)\n"
     "  -e EVENT  event to sample (default cpu-clock where no hardware PMU)\n"
-    "  --call-graph dwarf|fp|kernel   unwinder (default fp: frame pointers)\n"
+    "  --call-graph dwarf|fp|kernel   unwinder (default dwarf: works without frame pointers)\n"
     "  -q        no summary\n";
 
 struct RecordArgs {
