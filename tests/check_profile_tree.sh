@@ -55,7 +55,7 @@ if [[ $have_perf == yes ]]; then
   [[ $(printf '%s\n' "${pids[@]}" | sort -u | wc -l) -eq ${#files[@]} ]] ||
     fail "two files hold the same process's samples (processes per file: ${pids[*]})"
 fi
-[[ $(grep -c "^selfperf: bash\[[0-9]*\]: [0-9]* samples" tree.err) -ge 2 ]] ||
+[[ $(grep -Ec "^selfperf: bash\[[0-9]+\]: [0-9]+ samples?," tree.err) -ge 2 ]] ||
   fail "fewer than two bash summaries: $(cat tree.err)"
 echo "ok: wrapper chain: ${#files[@]} profiles (${files[*]}), processes per file: ${pids[*]:-perf absent}"
 

@@ -252,7 +252,8 @@ std::string Profiler::summary() const {
     if (s.write_failed) return "selfperf: " + who + ": profile not written (error above), " + threads;
     return "selfperf: " + who + ": no samples, no profile written";
   }
-  std::string line = "selfperf: " + who + ": " + std::to_string(s.samples.load()) + " samples, " + threads +
+  const std::uint64_t n = s.samples.load();
+  std::string line = "selfperf: " + who + ": " + std::to_string(n) + (n == 1 ? " sample, " : " samples, ") + threads +
                      ", " + std::to_string(t.lost) + " lost";
   if (t.lost > 0) {
     line += " (buffer full " + std::to_string(t.lost_buffer_full) + ", kernel " +

@@ -190,7 +190,7 @@ int record(int argc, char** argv) {
                      summary.processes.size(), summary.threads, static_cast<unsigned long long>(summary.samples),
                      static_cast<unsigned long long>(summary.lost));
         for (const auto& p : summary.processes)
-          std::fprintf(stderr, "  %-16s pid %-7u %6llu samples %3zu threads %llu lost\n", p.comm.c_str(), p.pid,
+          std::fprintf(stderr, "  %-16s pid %-7u samples %-7llu threads %-4zu lost %llu\n", p.comm.c_str(), p.pid,
                        static_cast<unsigned long long>(p.samples), p.threads,
                        static_cast<unsigned long long>(p.lost));
         if (stacks < summary.samples)
