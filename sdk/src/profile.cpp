@@ -145,6 +145,11 @@ void Profiler::start() {
   so.event = s.options.event;
   so.frequency = s.options.frequency;
   so.unwinder = s.options.unwinder;
+#if defined(__SANITIZE_THREAD__)
+  // The Sampler refuses libunwind's fallback under ThreadSanitizer (sampler.cpp): the default becomes frame
+  // pointers there, the test builds' only difference.
+  if (so.unwinder == Unwinder::libunwind) so.unwinder = Unwinder::frame_pointer;
+#endif
   so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
   s.sampler.emplace(so);
 
