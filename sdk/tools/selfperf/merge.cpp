@@ -93,7 +93,14 @@ MergeSummary merge_profiles(const std::vector<std::filesystem::path>& inputs, co
   std::vector<PerfDataReader> readers;
   readers.reserve(inputs.size());
   for (const auto& in : inputs) readers.emplace_back(in);
-  const EventDescription event = readers.front().events().at(0);
+  // The event's name is in HEADER_EVENT_DESC, which a process that ended in _exit or a signal never wrote
+  // (sh, dash among them, leaves by _exit): take it from a file that has it.
+  EventDescription event = readers.front().events().at(0);
+  for (const auto& r : readers)
+    if (r.has_feature(PerfFeature::event_desc) && !r.events().empty() && same_event(r.events()[0], event)) {
+      event = r.events()[0];
+      break;
+    }
   PerfDataWriterOptions options;
   options.synthesize_process = false;
   options.cmdline = cmdline;
