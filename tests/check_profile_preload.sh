@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Whole-program mode: LD_PRELOAD=lib/libselfperf_profile.so SELFPERF_PROFILE=out.data profiles every thread
 # (threads created later included) and writes out.data, out.data.folded, out.data.svg that perf reads; a
-# forked child neither writes the files nor stops the parent's sampling; an exec'd program does not inherit
-# the profile. The same with selfperf::profile_from_env() called by the program (--manual).
+# forked child neither writes the files nor stops the parent's sampling; an exec'd program inherits the
+# profile (into a file of its own: check_profile_tree.sh). The same with selfperf::profile_from_env() called by the program (--manual).
 # Usage: check_profile_preload.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
@@ -52,7 +52,7 @@ if [[ $sanitized == yes ]]; then
 else
   LD_PRELOAD=$lib SELFPERF_PROFILE=$tmp/pre.data "$program" 300 > preload.out 2> preload.err || {
     cat preload.err; fail "preload run failed"; }
-  grep -q "exec child sees SELFPERF_PROFILE=''" preload.out || fail "exec'd child inherited SELFPERF_PROFILE"
+  grep -q "exec child sees SELFPERF_PROFILE='$tmp/pre.data'" preload.out || fail "exec'd child lost SELFPERF_PROFILE"
   check_profile preload "$tmp/pre.data"
 
   # A profiled process that execs: the profile is written first, and no sample signal queued during the exec

@@ -1,7 +1,11 @@
-// PerfDataWriter: records stream through a bounded buffer; header and features are written at close().
+// PerfDataWriter: records stream through a bounded buffer. The header is valid from the start and its data
+// size follows each flush, so a file cut short (SIGKILL, abort, _exit) is read up to its last flush; the
+// features are written at close().
 #include "selfperf/perf_data_writer.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cerrno>
 #include <cstring>
 
@@ -56,9 +60,37 @@ void put(std::vector<std::uint8_t>& out, const T& value) {
 
 }  // namespace
 
+namespace {
+
+int create_file(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int err = errno;
+    throw Error("perf.data writer: cannot create " + path.string() + " (" + std::strerror(err) +
+                    "); choose a writable path",
+                err);
+  }
+  return fd;
+}
+
+}  // namespace
+
 PerfDataWriter::PerfDataWriter(const std::filesystem::path& path, std::vector<EventDescription> events,
                                PerfDataWriterOptions options)
-    : path_(path), events_(std::move(events)), options_(std::move(options)) {
+    : PerfDataWriter(create_file(path), path, std::move(events), std::move(options)) {}
+
+PerfDataWriter::PerfDataWriter(int fd, const std::filesystem::path& path, std::vector<EventDescription> events,
+                               PerfDataWriterOptions options)
+    : path_(path), events_(std::move(events)), options_(std::move(options)), fd_(fd) {
+  try {
+    init();
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+void PerfDataWriter::init() {
   if (events_.empty()) throw Error("perf.data writer: " + path_.string() + ": give at least one event");
   if (options_.buffer_bytes < 65536) options_.buffer_bytes = 65536;  // one maximal record always fits
   std::uint64_t next_id = kMadeUpIdBase;
@@ -71,13 +103,6 @@ PerfDataWriter::PerfDataWriter(const std::filesystem::path& path, std::vector<Ev
     attr.read_format = 0;  // no PERF_SAMPLE_READ is written
     ev.attr = attr;
     if (ev.ids.empty()) ev.ids.push_back(next_id++);
-  }
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    int err = errno;
-    throw Error("perf.data writer: cannot create " + path_.string() + " (" + std::strerror(err) +
-                    "); choose a writable path",
-                err);
   }
   // header | ids of every event | attrs | data
   std::uint64_t offset = sizeof(detail::FileHeader);
@@ -96,6 +121,7 @@ PerfDataWriter::PerfDataWriter(const std::filesystem::path& path, std::vector<Ev
   write_all(fd_, ids_and_attrs.data(), ids_and_attrs.size(), offset, path_.string());
   data_offset_ = offset + ids_and_attrs.size();
   (void)attrs_offset;
+  write_header({});
   buffer_.reserve(options_.buffer_bytes);
   scratch_.reserve(1024);
 }
@@ -129,6 +155,27 @@ void PerfDataWriter::flush() {
   write_all(fd_, buffer_.data(), buffer_.size(), data_offset_ + data_size_, path_.string());
   data_size_ += buffer_.size();
   buffer_.clear();
+  // The records first, then the size that covers them: a process killed between the two leaves a header
+  // that names only complete records.
+  const detail::FileSection data{data_offset_, data_size_};
+  write_at(offsetof(detail::FileHeader, data), &data, sizeof data);
+}
+
+void PerfDataWriter::sync() {
+  if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
+  flush();
+}
+
+void PerfDataWriter::write_header(const std::array<std::uint64_t, 4>& feature_bits) {
+  detail::FileHeader header;
+  std::copy(feature_bits.begin(), feature_bits.end(), header.features);
+  header.size = sizeof(detail::FileHeader);
+  header.attr_size = detail::kAttrSizeWritten + sizeof(detail::FileSection);
+  std::uint64_t ids_bytes = 0;
+  for (const auto& ev : events_) ids_bytes += ev.ids.size() * sizeof(std::uint64_t);
+  header.attrs = {sizeof(detail::FileHeader) + ids_bytes, events_.size() * header.attr_size};
+  header.data = {data_offset_, data_size_};
+  write_at(0, &header, sizeof header);
 }
 
 void PerfDataWriter::append_sample_id(std::int32_t pid, std::int32_t tid, std::uint64_t time, std::uint32_t cpu) {
@@ -199,7 +246,7 @@ void PerfDataWriter::write_lost(std::uint64_t lost, std::size_t event_index) {
   lost_ += lost;
 }
 
-void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm) {
+void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time) {
   if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
   scratch_.clear();
   put(scratch_, perf_event_header{PERF_RECORD_COMM, 0, 0});
@@ -208,13 +255,13 @@ void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::s
   std::string name = comm.substr(0, 15);  // TASK_COMM_LEN
   scratch_.insert(scratch_.end(), name.begin(), name.end());
   scratch_.resize(detail::align_up(scratch_.size() + 1, 8), 0);
-  append_sample_id(pid, tid, 0, 0);
+  append_sample_id(pid, tid, time, 0);
   auto size = static_cast<std::uint16_t>(scratch_.size());
   std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
   append(scratch_.data(), scratch_.size());
 }
 
-void PerfDataWriter::write_mmap2(const Mmap2Info& map) {
+void PerfDataWriter::write_mmap2(const Mmap2Info& map, std::uint64_t time) {
   if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
   if (map.filename.size() > 4096)
     throw Error("perf.data writer: mapping file name longer than PATH_MAX: " + map.filename.substr(0, 64) + "…");
@@ -233,7 +280,7 @@ void PerfDataWriter::write_mmap2(const Mmap2Info& map) {
   put(scratch_, map.flags);
   scratch_.insert(scratch_.end(), map.filename.begin(), map.filename.end());
   scratch_.resize(detail::align_up(scratch_.size() + 1, 8), 0);
-  append_sample_id(map.pid, map.tid, 0, 0);
+  append_sample_id(map.pid, map.tid, time, 0);
   auto size = static_cast<std::uint16_t>(scratch_.size());
   std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
   append(scratch_.data(), scratch_.size());
@@ -274,22 +321,21 @@ void PerfDataWriter::write_features() {
   std::uint64_t table_offset = data_offset_ + data_size_;
   std::uint64_t offset = table_offset + features.size() * sizeof(detail::FileSection);
   std::vector<std::uint8_t> table, payload;
-  detail::FileHeader header;
+  std::array<std::uint64_t, 4> bits{};
   for (const auto& f : features) {
-    header.features[f.bit / 64] |= 1ULL << (f.bit % 64);
+    bits[f.bit / 64] |= 1ULL << (f.bit % 64);
     put(table, detail::FileSection{offset + payload.size(), f.bytes.size()});
     payload.insert(payload.end(), f.bytes.begin(), f.bytes.end());
   }
   write_at(table_offset, table.data(), table.size());
   write_at(table_offset + table.size(), payload.data(), payload.size());
+  write_header(bits);  // last: until now the header names no features, whose table may be half written
+}
 
-  header.size = sizeof(detail::FileHeader);
-  header.attr_size = detail::kAttrSizeWritten + sizeof(detail::FileSection);
-  std::uint64_t ids_bytes = 0;
-  for (const auto& ev : events_) ids_bytes += ev.ids.size() * sizeof(std::uint64_t);
-  header.attrs = {sizeof(detail::FileHeader) + ids_bytes, events_.size() * header.attr_size};
-  header.data = {data_offset_, data_size_};
-  write_at(0, &header, sizeof header);
+void PerfDataWriter::abandon() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  buffer_.clear();
 }
 
 void PerfDataWriter::close() {

@@ -1,8 +1,11 @@
-// Profiler: Sampler → drain thread → PerfDataWriter (streamed) + folded stacks; files finished at stop().
+// Profiler: Sampler → drain thread → PerfDataWriter (streamed, synced each pass) + folded stacks; the file is
+// created with the first sample and finished at stop().
 #include "selfperf/profile.hpp"
 
 #include "fork_guard.hpp"
 #include "new_threads.hpp"
+#include "perf_data_features.hpp"
+#include "profile_output.hpp"
 
 #include <unistd.h>
 
@@ -13,7 +16,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <new>
+#include <map>
 #include <optional>
+#include <vector>
 #include <thread>
 
 #include "selfperf/error.hpp"
@@ -34,19 +40,27 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
+std::uint64_t env_number(const char* name, std::uint64_t low, std::uint64_t high, const char* what) {
+  const std::string f = env(name);
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(f.c_str(), &end, 10);
+  if (f.empty() || *end != '\0' || f[0] == '-' || v < low || v > high)
+    throw Error(std::string(name) + "=" + f + ": give " + what + ", " + std::to_string(low) + ".." +
+                std::to_string(high));
+  return v;
+}
+
 }  // namespace
 
 ProfileOptions profile_options_from_env() {
   ProfileOptions o;
   o.output = env("SELFPERF_PROFILE");
   o.event = env("SELFPERF_EVENT");
-  if (auto f = env("SELFPERF_FREQUENCY"); !f.empty()) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(f.c_str(), &end, 10);
-    if (*end != '\0' || v == 0 || v > 100000)
-      throw Error("SELFPERF_FREQUENCY=" + f + ": give samples per second per thread, 1..100000");
-    o.frequency = v;
-  }
+  if (!env("SELFPERF_FREQUENCY").empty())
+    o.frequency = env_number("SELFPERF_FREQUENCY", 1, 100000, "samples per second per thread");
+  if (!env("SELFPERF_MAX_DEPTH").empty())
+    o.max_depth = env_number("SELFPERF_MAX_DEPTH", 1, 1024, "the most frames kept per sample");
+  o.quiet = !env("SELFPERF_QUIET").empty() && env("SELFPERF_QUIET") != "0";
   if (auto u = env("SELFPERF_UNWINDER"); !u.empty()) {
     if (u == "frame_pointer" || u == "fp") o.unwinder = Unwinder::frame_pointer;
     else if (u == "libunwind" || u == "dwarf") o.unwinder = Unwinder::libunwind;
@@ -59,26 +73,56 @@ ProfileOptions profile_options_from_env() {
 struct Profiler::State {
   ProfileOptions options;
   pid_t owner = ::getpid();
+  std::int64_t run_start_ns = 0;
   std::optional<Sampler> sampler;
-  std::optional<PerfDataWriter> writer;
-  Symbolizer symbolizer;
-  StackCounts stacks;
-  std::mutex mu;  // writer, stacks, symbolizer: drain thread vs stop()
+  EventDescription event;
+  std::optional<PerfDataWriter> writer;  // created with the first sample: no file for a process without one
+  std::string path;                      // the file the writer writes
+  bool write_failed = false;             // reported once; samples are dropped from then on
+  Sampler::Totals totals;
+  // Stacks as addresses, symbolized once at stop(): libdw (and the debuginfod client, curl and OpenSSL it
+  // starts) must not run on the drain thread, where it raced exit(): libcrypto, finalized first, crashed the
+  // profiled bash when the drainer's first lookup came during exit (1 run in ~10 of a sh -c chain).
+  std::map<std::vector<std::uint64_t>, std::uint64_t> raw_stacks;
+  std::mutex mu;  // writer, raw_stacks: drain thread vs stop()
   std::condition_variable wake;
   bool stopping = false;
   bool stopped = false;
   std::thread drainer;
   std::atomic<std::uint64_t> samples{0};
   std::atomic<std::uint64_t> lost{0};
+  std::uint64_t samples_dropped = 0;  // drained after a write error
+  void (*on_first_pass)() = nullptr;
+
+  void start_drainer();
+
+  void open_writer() {
+    int fd = detail::claim_profile_output(options.output.string(), ::getpid(), run_start_ns, path);
+    writer.emplace(fd, path, std::vector<EventDescription>{event});
+  }
 
   void drain_once() {
-    std::size_t n = sampler->drain([&](const Sample& s) {
-      writer->write_sample(s, 0);
-      stacks.add_leaf_first(symbolizer.stack_names(s.frames), 1);
-    });
-    // One drain pass visits every thread's buffer: nothing drained later is older than the previous pass.
-    if (n > 0) writer->write_finished_round();
-    samples += n;
+    if (write_failed) {
+      samples_dropped += sampler->drain([](const Sample&) {});
+      return;
+    }
+    try {
+      std::size_t n = sampler->drain([&](const Sample& s) {
+        if (!writer) open_writer();
+        writer->write_sample(s, 0);
+        ++raw_stacks[std::vector<std::uint64_t>(s.frames.begin(), s.frames.end())];
+      });
+      samples += n;
+      // One drain pass visits every thread's buffer: nothing drained later is older than the previous pass.
+      // Synced each pass, so a process killed now leaves a file perf reads up to here.
+      if (n > 0) {
+        writer->write_finished_round();
+        writer->sync();
+      }
+    } catch (const Error& e) {
+      write_failed = true;
+      std::fprintf(stderr, "selfperf: profile: %s; no more samples are written\n", e.what());
+    }
   }
 };
 
@@ -101,34 +145,65 @@ void Profiler::start() {
   so.event = s.options.event;
   so.frequency = s.options.frequency;
   so.unwinder = s.options.unwinder;
+#if defined(__SANITIZE_THREAD__)
+  // The Sampler refuses libunwind's fallback under ThreadSanitizer (sampler.cpp): the default becomes frame
+  // pointers there, the test builds' only difference.
+  if (so.unwinder == Unwinder::libunwind) so.unwinder = Unwinder::frame_pointer;
+#endif
   so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
   s.sampler.emplace(so);
 
-  EventDescription ev;
-  ev.name = s.sampler->event_name();
-  ev.attr = to_attr(parse_event(ev.name));
-  ev.attr.freq = 1;
-  ev.attr.sample_freq = s.options.frequency;
-  ev.attr.exclude_kernel = 1;  // stacks are unwound in user space
-  ev.attr.use_clockid = 1;     // Sample::time is CLOCK_MONOTONIC
-  ev.attr.clockid = CLOCK_MONOTONIC;
-  s.writer.emplace(s.options.output, std::vector<EventDescription>{ev});
+  so.max_depth = s.options.max_depth;
+  s.sampler.emplace(so);
+
+  s.event.name = s.sampler->event_name();
+  s.event.attr = to_attr(parse_event(s.event.name));
+  s.event.attr.freq = 1;
+  s.event.attr.sample_freq = s.options.frequency;
+  s.event.attr.exclude_kernel = 1;  // stacks are unwound in user space
+  s.event.attr.use_clockid = 1;     // Sample::time is CLOCK_MONOTONIC
+  s.event.attr.clockid = CLOCK_MONOTONIC;
+  s.run_start_ns = detail::join_profile_run();
 
   s.sampler->start();
   s.sampler->attach_this_thread();
   detail::fork_waits_for(s.mu);  // the drainer allocates under mu: a fork must not copy it mid-pass
-  s.drainer = std::thread([&s] {
-    s.sampler->detach_this_thread();  // attached by the pthread_create hook, if any: the drainer is not profiled
-    std::unique_lock lock(s.mu);
-    while (!s.stopping) {
-      s.wake.wait_for(lock, kDrainInterval);
-      try {
-        s.drain_once();
-      } catch (const Error& e) {
-        std::fprintf(stderr, "selfperf: profile: %s; sampling goes on, the file may be incomplete\n", e.what());
-      }
+  s.start_drainer();
+}
+
+void Profiler::State::start_drainer() {
+  drainer = std::thread([this] {
+    sampler->detach_this_thread();  // attached by the pthread_create hook, if any: the drainer is not profiled
+    std::unique_lock lock(mu);
+    bool first_pass = true;
+    while (!stopping) {
+      wake.wait_for(lock, kDrainInterval);
+      drain_once();
+      if (first_pass && on_first_pass) on_first_pass();
+      first_pass = false;
     }
   });
+}
+
+void Profiler::restart_in_fork_child() {
+  auto& s = *state_;
+  if (s.stopped || !s.sampler || ::getpid() == s.owner) return;
+  // Everything copied from the parent is the parent's: its file (the copy of its descriptor is closed
+  // unwritten), its samples, its drain thread (which this process does not have: the std::thread object is
+  // overwritten, never joined or destroyed).
+  if (s.writer) s.writer->abandon();
+  s.writer.reset();
+  s.path.clear();
+  s.raw_stacks.clear();
+  s.samples = 0;
+  s.lost = 0;
+  s.samples_dropped = 0;
+  s.write_failed = false;
+  s.totals = {};
+  s.owner = ::getpid();
+  new (&s.drainer) std::thread();
+  s.sampler->attach_this_thread();  // the Sampler drops what it inherited and opens this thread's event
+  s.start_drainer();
 }
 
 void Profiler::attach_this_thread() {
@@ -150,21 +225,53 @@ void Profiler::stop() {
   s.wake.notify_all();
   if (s.drainer.joinable()) s.drainer.join();
   detail::fork_no_longer_waits_for(s.mu);
-  auto totals = s.sampler->stop();
+  s.totals = s.sampler->stop();
   std::lock_guard lock(s.mu);
   s.drain_once();
-  s.lost = totals.lost;
-  if (totals.lost > 0) s.writer->write_lost(totals.lost, 0);
+  s.lost = s.totals.lost;
+  if (!s.writer) return;  // no sample, no file
+  if (s.totals.lost > 0) s.writer->write_lost(s.totals.lost, 0);
   s.writer->close();
-  const auto out = s.options.output.string();
-  std::ofstream folded(out + ".folded");
-  s.stacks.write_folded(folded);
-  std::ofstream svg(out + ".svg");
+  Symbolizer symbolizer;
+  StackCounts stacks;
+  for (const auto& [frames, count] : s.raw_stacks) stacks.add_leaf_first(symbolizer.stack_names(frames), count);
+  s.raw_stacks.clear();
+  std::ofstream folded(s.path + ".folded");
+  stacks.write_folded(folded);
+  std::ofstream svg(s.path + ".svg");
   FlameGraphOptions fo;
   fo.title = "selfperf: " + s.sampler->event_name();
-  write_flame_graph_svg(s.stacks, svg, fo);
-  if (!folded || !svg) throw Error("profiler: cannot write " + out + ".folded / .svg");
+  write_flame_graph_svg(stacks, svg, fo);
+  if (!folded || !svg) throw Error("profiler: cannot write " + s.path + ".folded / .svg");
 }
+
+std::string Profiler::summary() const {
+  const auto& s = *state_;
+  const auto& t = s.totals;
+  std::string who = detail::self_comm() + "[" + std::to_string(::getpid()) + "]";
+  // Threads that were sampled: the drain thread, attached by the thread hook and then detached, is not one.
+  std::size_t sampled = 0;
+  for (const auto& thread : t.threads) sampled += thread.samples + thread.lost > 0 ? 1 : 0;
+  std::string threads = std::to_string(sampled) + (sampled == 1 ? " thread" : " threads");
+  if (!s.writer) {
+    if (s.write_failed) return "selfperf: " + who + ": profile not written (error above), " + threads;
+    return "selfperf: " + who + ": no samples, no profile written";
+  }
+  const std::uint64_t n = s.samples.load();
+  std::string line = "selfperf: " + who + ": " + std::to_string(n) + (n == 1 ? " sample, " : " samples, ") + threads +
+                     ", " + std::to_string(t.lost) + " lost";
+  if (t.lost > 0) {
+    line += " (buffer full " + std::to_string(t.lost_buffer_full) + ", kernel " +
+            std::to_string(t.lost_kernel) + ", coalesced " + std::to_string(t.lost_coalesced) + ")";
+  }
+  if (s.samples_dropped > 0) line += ", " + std::to_string(s.samples_dropped) + " dropped after a write error";
+  line += "; wrote " + s.path + " (perf report -i " + s.path + "), .folded, .svg";
+  return line;
+}
+
+const std::string& Profiler::output_path() const noexcept { return state_->path; }
+bool Profiler::quiet() const noexcept { return state_->options.quiet; }
+void Profiler::after_first_drain(void (*fn)()) noexcept { state_->on_first_pass = fn; }
 
 std::uint64_t Profiler::samples_written() const noexcept { return state_->samples; }
 std::uint64_t Profiler::lost() const noexcept { return state_->lost; }
@@ -185,9 +292,12 @@ bool profile_from_env() {
   try {
     options = profile_options_from_env();
     if (options.output.empty()) return false;
-    // Programs this one execs inherit the environment (and LD_PRELOAD): they must not truncate our file.
-    ::unsetenv("SELFPERF_PROFILE");
+    // SELFPERF_PROFILE stays set: the programs this one starts are profiled too, each into a file of its own.
     g_profiler = new Profiler(options);
+    // The atexit handler below, registered before main (the preload's constructor), runs inside _dl_fini,
+    // after the libraries loaded later were finalized. Registered again once main runs, it stops the profile
+    // as exit() begins, while those libraries still work (profile_stop acts once).
+    g_profiler->after_first_drain([] { std::atexit([] { profile_stop(); }); });
     g_profiler->start();
   } catch (const Error& e) {
     std::fprintf(stderr, "selfperf: profiling disabled: %s\n", e.what());
@@ -208,6 +318,17 @@ void profile_attach_this_thread() noexcept {
   }
 }
 
+void profile_after_fork_child() noexcept {
+  if (!g_running.load(std::memory_order_acquire) || ::getpid() == g_owner) return;
+  try {
+    g_profiler->restart_in_fork_child();
+    g_owner = ::getpid();
+  } catch (const std::exception& e) {
+    g_running = false;  // the parent's profile is not this process's to write
+    std::fprintf(stderr, "selfperf: forked process %d not profiled: %s\n", static_cast<int>(::getpid()), e.what());
+  }
+}
+
 void profile_before_exec() noexcept {
   // getpid(), not a cached value: in a vfork() child this memory is the parent's, the pid is not.
   if (g_running.load(std::memory_order_acquire) && ::getpid() == g_owner) profile_stop();
@@ -218,6 +339,7 @@ void profile_stop() noexcept {
   if (!g_running.exchange(false)) return;
   try {
     g_profiler->stop();
+    if (!g_profiler->quiet() && ::getpid() == g_owner) std::fprintf(stderr, "%s\n", g_profiler->summary().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "selfperf: profile not written: %s\n", e.what());
   }

@@ -2,7 +2,10 @@
 // PerfDataWriter: streams samples into a perf.data file (PERFILE2) that perf report / perf script read.
 //
 // Layout: header | ids | attrs | data (records, written as they arrive through a bounded buffer) |
-// feature section table | features. The header and features are finalized by close().
+// feature section table | features. The header is valid from the start and its data size covers every
+// flushed record, so perf reads a file whose writer was killed up to the last flush (sync()); the features
+// are written by close().
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <set>
@@ -51,6 +54,10 @@ class PerfDataWriter {
   // for them (memory sampling). Events without ids get made-up ones so every sample can name its event.
   PerfDataWriter(const std::filesystem::path& path, std::vector<EventDescription> events,
                  PerfDataWriterOptions options = {});
+  // Writes into `fd` (open for writing, empty; the writer owns it from here, closed on error too); `path`
+  // names it in messages.
+  PerfDataWriter(int fd, const std::filesystem::path& path, std::vector<EventDescription> events,
+                 PerfDataWriterOptions options = {});
   ~PerfDataWriter();  // closes if close() was not called; errors there are lost, so call close()
   PerfDataWriter(const PerfDataWriter&) = delete;
   PerfDataWriter& operator=(const PerfDataWriter&) = delete;
@@ -60,13 +67,23 @@ class PerfDataWriter {
   void write_sample(const Sample& sample, std::size_t event_index);
   // PERF_RECORD_LOST: `lost` samples of event `event_index` that never reached the writer.
   void write_lost(std::uint64_t lost, std::size_t event_index = 0);
-  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm);
-  void write_mmap2(const Mmap2Info& map);
+  // `time` (perf clock) places the record among the samples: a merged file holds the COMM of every image a
+  // pid ran (exec), each from the time of its first sample, so perf names each sample by the image that took it.
+  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time = 0);
+  void write_mmap2(const Mmap2Info& map, std::uint64_t time = 0);
   // MMAP2 records for executable mappings of this process not written yet (after dlopen, say).
   void synthesize_self_mmaps();
   // No record written after this one is older than any written before the previous round: call it after a
   // complete drain of all ring buffers (perf record's rule), so perf may sort in bounded windows.
   void write_finished_round();
+
+  // Writes the buffered records and updates the header to cover them: what a crash from now on leaves is
+  // readable up to here. Throws on I/O errors.
+  void sync();
+
+  // In a child of fork(): closes this process's copy of the descriptor without writing anything, so that the
+  // parent's file, which the copy shares, is left to the parent. The writer is closed from then on.
+  void abandon() noexcept;
 
   // Flushes the records, writes the features and the final header. Throws on I/O errors.
   void close();
@@ -76,12 +93,14 @@ class PerfDataWriter {
   std::uint64_t lost_written() const noexcept { return lost_; }
 
  private:
+  void init();
   std::size_t event_for(const Sample& sample) const;
   void append(const void* bytes, std::size_t size);
   void append_sample_id(std::int32_t pid, std::int32_t tid, std::uint64_t time, std::uint32_t cpu);
   void flush();
   void write_at(std::uint64_t offset, const void* bytes, std::size_t size);
   void write_features();
+  void write_header(const std::array<std::uint64_t, 4>& feature_bits);
 
   std::filesystem::path path_;
   std::vector<EventDescription> events_;

@@ -3,6 +3,7 @@
 // returning the process exit status.
 namespace selfperf::tool {
 
+int record_main(int argc, char** argv);
 int stat_main(int argc, char** argv);
 int list_main(int argc, char** argv);
 int report_main(int argc, char** argv);

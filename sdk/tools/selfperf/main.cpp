@@ -9,6 +9,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: selfperf COMMAND [ARGS]\n"
+    "  record   profile a command and every process it starts into one perf.data\n"
     "  list     the events that open here, by group\n"
     "  stat     count a command or a running process (-p PID), as perf stat\n"
     "  report   top functions, folded stacks or a flame graph of a perf.data (ours or perf's)\n"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "record") return selfperf::tool::record_main(argc - 2, argv + 2);
   if (command == "stat") return selfperf::tool::stat_main(argc - 2, argv + 2);
   if (command == "list") return selfperf::tool::list_main(argc - 2, argv + 2);
   if (command == "report") return selfperf::tool::report_main(argc - 2, argv + 2);

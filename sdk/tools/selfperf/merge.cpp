@@ -1,0 +1,147 @@
+// selfperf record's merge: PerfDataReader per process file → one PerfDataWriter (merge.hpp).
+#include "merge.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "selfperf/error.hpp"
+#include "selfperf/flame_graph.hpp"
+#include "selfperf/perf_data_reader.hpp"
+#include "selfperf/perf_data_writer.hpp"
+
+namespace selfperf::tool {
+namespace {
+
+bool same_event(const EventDescription& a, const EventDescription& b) {
+  return a.attr.type == b.attr.type && a.attr.config == b.attr.config;
+}
+
+// Copies one process file's records into `writer`; returns what it held.
+ProcessSummary copy_process(PerfDataReader& reader, PerfDataWriter& writer, std::set<std::uint32_t>& tids) {
+  ProcessSummary p;
+  PerfRecord rec;
+  std::uint64_t first_time = 0;
+  bool any_sample = false;
+  while (reader.next_record(rec)) {
+    if (rec.type != PERF_RECORD_SAMPLE) continue;
+    const auto s = reader.decode_sample(rec);
+    if (!any_sample || s.time < first_time) first_time = s.time;
+    any_sample = true;
+  }
+  reader.rewind();
+  // Just before the first sample: after the samples of an image this pid ran before exec.
+  const std::uint64_t records_time = first_time > 0 ? first_time - 1 : 0;
+  std::set<std::uint32_t> own_tids;
+  while (reader.next_record(rec)) {
+    switch (rec.type) {
+      case PERF_RECORD_SAMPLE: {
+        const auto d = reader.decode_sample(rec);
+        const auto frames = d.frames();
+        Sample s;
+        s.pid = static_cast<pid_t>(d.pid);
+        s.tid = static_cast<pid_t>(d.tid);
+        s.time = d.time;
+        s.period = d.period;
+        s.cpu = d.cpu;
+        s.frames = frames;
+        writer.write_sample(s, 0);
+        ++p.samples;
+        own_tids.insert(d.tid);
+        tids.insert(d.tid);
+        if (p.pid == 0) p.pid = d.pid;
+        break;
+      }
+      case PERF_RECORD_COMM: {
+        const auto c = reader.decode_comm(rec);
+        writer.write_comm(static_cast<std::int32_t>(c.pid), static_cast<std::int32_t>(c.tid), c.comm, records_time);
+        if (c.pid == c.tid && p.comm.empty()) p.comm = c.comm;
+        break;
+      }
+      case PERF_RECORD_MMAP:
+      case PERF_RECORD_MMAP2:
+        writer.write_mmap2(reader.decode_mmap(rec), records_time);
+        break;
+      case PERF_RECORD_LOST: {
+        const auto l = reader.decode_lost(rec);
+        writer.write_lost(l.lost, 0);
+        p.lost += l.lost;
+        break;
+      }
+      default:  // FINISHED_ROUND: each file's rounds say nothing of the others'; perf sorts the whole file
+        break;
+    }
+  }
+  p.threads = own_tids.size();
+  return p;
+}
+
+std::vector<std::string> split_frames(const std::string& stack) {
+  std::vector<std::string> out;
+  std::string frame;
+  std::istringstream in(stack);
+  while (std::getline(in, frame, ';')) out.push_back(frame);
+  return out;
+}
+
+}  // namespace
+
+MergeSummary merge_profiles(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out,
+                            const std::vector<std::string>& cmdline) {
+  MergeSummary summary;
+  if (inputs.empty()) return summary;
+  std::vector<PerfDataReader> readers;
+  readers.reserve(inputs.size());
+  for (const auto& in : inputs) readers.emplace_back(in);
+  // The event's name is in HEADER_EVENT_DESC, which a process that ended in _exit or a signal never wrote
+  // (sh, dash among them, leaves by _exit): take it from a file that has it.
+  EventDescription event = readers.front().events().at(0);
+  for (const auto& r : readers)
+    if (r.has_feature(PerfFeature::event_desc) && !r.events().empty() && same_event(r.events()[0], event)) {
+      event = r.events()[0];
+      break;
+    }
+  PerfDataWriterOptions options;
+  options.synthesize_process = false;
+  options.cmdline = cmdline;
+  PerfDataWriter writer(out, {event}, options);
+  std::set<std::uint32_t> tids;
+  for (std::size_t i = 0; i < readers.size(); ++i) {
+    if (readers[i].events().empty() || !same_event(readers[i].events()[0], event))
+      throw Error("selfperf record: " + inputs[i].string() + " sampled another event than " + inputs[0].string() +
+                  "; profile the tree with one SELFPERF_EVENT");
+    auto p = copy_process(readers[i], writer, tids);
+    p.file = inputs[i];
+    summary.samples += p.samples;
+    summary.lost += p.lost;
+    summary.processes.push_back(std::move(p));
+  }
+  summary.threads = tids.size();
+  writer.close();
+  return summary;
+}
+
+std::uint64_t merge_folded(const MergeSummary& summary, const std::filesystem::path& folded,
+                           const std::filesystem::path& svg, const std::string& title) {
+  StackCounts merged;
+  for (const auto& p : summary.processes) {
+    std::ifstream in(p.file.string() + ".folded");
+    if (!in) continue;  // a process killed before its exit handlers ran wrote none
+    const auto stacks = StackCounts::read_folded(in);
+    for (const auto& [stack, count] : stacks.folded()) {
+      auto frames = split_frames(stack);
+      frames.insert(frames.begin(), p.comm.empty() ? "[unknown]" : p.comm);
+      merged.add(frames, count);
+    }
+  }
+  std::ofstream f(folded);
+  merged.write_folded(f);
+  std::ofstream s(svg);
+  FlameGraphOptions options;
+  options.title = title;
+  write_flame_graph_svg(merged, s, options);
+  if (!f || !s) throw Error("selfperf record: cannot write " + folded.string() + " or " + svg.string());
+  return merged.total();
+}
+
+}  // namespace selfperf::tool

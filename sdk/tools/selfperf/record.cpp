@@ -1,0 +1,227 @@
+// selfperf record: `selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] -- CMD…` runs CMD
+// under the preload profiler, follows the whole process tree (each process image writes its own profile into
+// a temporary directory), then merges the profiles into FILE (perf.data), FILE.folded and FILE.svg.
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "merge.hpp"
+#include "selfperf/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace selfperf::tool {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [-q] -- CMD [ARG...]\n"
+    "  Profiles CMD and every process it starts (wrappers, fork, exec) into FILE (default perf.data), which\n"
+    "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
+    "  -F HZ     samples per second per thread (default 999)\n"
+    "  -e EVENT  event to sample (default cpu-clock where no hardware PMU)\n"
+    "  --call-graph dwarf|fp|kernel   unwinder (default dwarf: works without frame pointers)\n"
+    "  -q        no summary\n";
+
+struct RecordArgs {
+  fs::path output = "perf.data";
+  std::string frequency;
+  std::string event;
+  std::string unwinder;
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "selfperf record: %s\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+RecordArgs parse_record(int argc, char** argv) {
+  RecordArgs a;
+  int i = 0;
+  auto value = [&](const char* option) -> std::string {
+    if (i + 1 >= argc) usage_error(std::string(option) + " needs a value");
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg == "-o" || arg == "--output") a.output = value("-o");
+    else if (arg == "-F" || arg == "--freq") a.frequency = value("-F");
+    else if (arg == "-e" || arg == "--event") a.event = value("-e");
+    else if (arg == "-q" || arg == "--quiet") a.quiet = true;
+    else if (arg == "--call-graph" || arg.rfind("--call-graph=", 0) == 0) {
+      const std::string mode = arg == "--call-graph" ? value("--call-graph") : arg.substr(13);
+      if (mode == "dwarf") a.unwinder = "libunwind";
+      else if (mode == "fp") a.unwinder = "frame_pointer";
+      else if (mode == "kernel") a.unwinder = "kernel";
+      else usage_error("--call-graph " + mode + ": use dwarf, fp or kernel");
+    } else if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (!arg.empty() && arg[0] == '-') {
+      usage_error("unknown option " + arg);
+    } else {
+      break;  // the command, without --
+    }
+  }
+  for (; i < argc; ++i) a.command.emplace_back(argv[i]);
+  if (a.command.empty()) usage_error("give the command to profile after --");
+  return a;
+}
+
+// The preload library: SELFPERF_PRELOAD_LIB, else beside this program (build tree: bin/ and lib/; installed:
+// bin/ and the library directory), else the configured install directory.
+fs::path find_preload_library() {
+  if (const char* p = std::getenv("SELFPERF_PRELOAD_LIB"); p && *p) return p;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const char* name = "libselfperf_profile.so";
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    candidates.push_back(exe.parent_path().parent_path() / "lib" / name);
+    candidates.push_back(exe.parent_path().parent_path() / SELFPERF_LIBDIR_NAME / name);
+  }
+  candidates.push_back(fs::path(SELFPERF_INSTALL_LIBDIR) / name);
+  for (const auto& c : candidates)
+    if (fs::exists(c, ec)) return c;
+  throw selfperf::Error(std::string("selfperf record: ") + name + " not found beside " + exe.string() + " nor in " +
+                        SELFPERF_INSTALL_LIBDIR + "; set SELFPERF_PRELOAD_LIB to its path");
+}
+
+fs::path make_temp_dir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/selfperf-record-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    const int err = errno;
+    throw selfperf::Error("selfperf record: cannot create " + pattern + " (" + std::strerror(err) +
+                              "); set TMPDIR to a writable directory",
+                          err);
+  }
+  return pattern;
+}
+
+void set_profile_environment(const RecordArgs& a, const fs::path& lib, const fs::path& dir) {
+  std::string preload = lib.string();
+  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+  ::setenv("LD_PRELOAD", preload.c_str(), 1);
+  ::setenv("SELFPERF_PROFILE", (dir / "p.%p.data").c_str(), 1);
+  ::setenv("SELFPERF_QUIET", "1", 1);  // the summary is this program's
+  ::unsetenv("SELFPERF_RUN");          // a run of its own, whatever the caller's environment says
+  if (!a.frequency.empty()) ::setenv("SELFPERF_FREQUENCY", a.frequency.c_str(), 1);
+  if (!a.event.empty()) ::setenv("SELFPERF_EVENT", a.event.c_str(), 1);
+  if (!a.unwinder.empty()) ::setenv("SELFPERF_UNWINDER", a.unwinder.c_str(), 1);
+}
+
+// Runs the command and waits for it and for every descendant it left behind (this process is their
+// subreaper), so that all profiles are complete before the merge. Returns the command's exit status.
+int run_tree(const std::vector<std::string>& command) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  std::vector<char*> argv;
+  for (const auto& s : command) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) throw selfperf::Error(std::string("selfperf record: fork failed: ") + std::strerror(errno), errno);
+  if (child == 0) {
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "selfperf record: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  // Ctrl-C reaches the whole foreground group: the command decides what it means; this process merges.
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGQUIT, SIG_IGN);
+  int status = 0, command_status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(-1, &status, 0);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: the tree is gone
+    }
+    if (done == child) command_status = status;
+  }
+  if (WIFEXITED(command_status)) return WEXITSTATUS(command_status);
+  if (WIFSIGNALED(command_status)) return 128 + WTERMSIG(command_status);
+  return 1;
+}
+
+std::vector<fs::path> profiles_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.ends_with(".folded") || name.ends_with(".svg")) continue;
+    if (e.is_regular_file() && e.file_size() > 0) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int record(int argc, char** argv) {
+  const RecordArgs a = parse_record(argc, argv);
+  const fs::path lib = find_preload_library();
+  const fs::path dir = make_temp_dir();
+  set_profile_environment(a, lib, dir);
+  int status = 0;
+  try {
+    status = run_tree(a.command);
+    const auto inputs = profiles_in(dir);
+    const fs::path folded = a.output.string() + ".folded";
+    const fs::path svg = a.output.string() + ".svg";
+    if (inputs.empty()) {
+      std::fprintf(stderr,
+                   "selfperf record: no process took a sample (a run shorter than a sampling period, or profiling "
+                   "disabled: see the messages above); nothing written\n");
+    } else {
+      const auto summary = selfperf::tool::merge_profiles(inputs, a.output, a.command);
+      const auto stacks = selfperf::tool::merge_folded(summary, folded, svg, "selfperf record: " + a.command[0]);
+      if (!a.quiet) {
+        std::fprintf(stderr, "selfperf record: %zu processes, %zu threads, %llu samples, %llu lost\n",
+                     summary.processes.size(), summary.threads, static_cast<unsigned long long>(summary.samples),
+                     static_cast<unsigned long long>(summary.lost));
+        for (const auto& p : summary.processes)
+          std::fprintf(stderr, "  %-16s pid %-7u samples %-7llu threads %-4zu lost %llu\n", p.comm.c_str(), p.pid,
+                       static_cast<unsigned long long>(p.samples), p.threads,
+                       static_cast<unsigned long long>(p.lost));
+        if (stacks < summary.samples)
+          std::fprintf(stderr, "  (%llu samples of processes that died before writing their stacks are in %s only)\n",
+                       static_cast<unsigned long long>(summary.samples - stacks), a.output.c_str());
+        std::fprintf(stderr, "selfperf record: wrote %s (perf report -i %s --sort comm,pid), %s, %s\n",
+                     a.output.c_str(), a.output.c_str(), folded.c_str(), svg.c_str());
+      }
+    }
+  } catch (const selfperf::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return status != 0 ? status : 1;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return status;
+}
+
+}  // namespace
+
+int record_main(int argc, char** argv) {
+  try {
+    return record(argc, argv);
+  } catch (const selfperf::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace selfperf::tool
