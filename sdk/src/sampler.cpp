@@ -159,7 +159,25 @@ SamplerCore::SamplerCore(Sampler::Options o) : options(std::move(o)) {
 
 SamplerCore::~SamplerCore() { stop(); }
 
+// libunwind.so.8 (linked for Unwinder::libunwind) exports _Unwind_RaiseException, and where it comes before
+// libgcc_s in the lookup order it unwinds every C++ exception of the process. Its first use sets it up
+// without a lock its readers take (TSan reports the race when new threads' attach failures throw at once)
+// and opens the pipe it validates addresses with, which fails under EMFILE and then turns every later throw
+// into std::terminate. One throw here, before any thread of ours throws and while descriptors are free,
+// does that setup once.
+void set_up_exception_unwinder_once() noexcept {
+  static const bool done = [] {
+    try {
+      throw 0;
+    } catch (int) {
+    }
+    return true;
+  }();
+  (void)done;
+}
+
 void SamplerCore::start() {
+  set_up_exception_unwinder_once();
   std::lock_guard lock(mutex_);
   adopt_after_fork();
   if (stopped.load()) throw Error("Sampler::start after stop(): create a new Sampler");
