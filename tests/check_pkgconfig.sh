@@ -17,7 +17,7 @@ prefix=$work/moved
 export PKG_CONFIG_PATH=$(echo "$prefix"/lib*/pkgconfig)
 pkg-config --exists --print-errors selfperf
 libs=$(pkg-config --libs selfperf)
-for lib in -lselfperf -ldw -lelf -lunwind -pthread; do
+for lib in -lselfperf -lgcc_s -ldw -lelf -lunwind -pthread; do
   [[ " $libs " == *" $lib "* ]] || fail "pkg-config --libs selfperf lacks $lib: $libs"
 done
 [[ "$(pkg-config --cflags selfperf)" == *"-I$prefix/"* ]] || fail "--cflags does not point into the moved tree"
@@ -55,6 +55,6 @@ fi
 
 # docs/install.md's plain g++ line, less the compile step done above.
 libdir=$(echo "$prefix"/lib*/libselfperf.a); libdir=${libdir%/*}
-g++ $san "$work/app/main.o" "$hook" -o "$work/app/plain" -L"$libdir" -lselfperf -ldw -lelf -lunwind -pthread -ldl
+g++ $san "$work/app/main.o" "$hook" -o "$work/app/plain" -L"$libdir" -lselfperf -lgcc_s -ldw -lelf -lunwind -pthread -ldl
 "$work/app/plain" > /dev/null
 echo "pkg-config Makefile consumer (bench: $have_bench) and the plain g++ link line built and ran"
