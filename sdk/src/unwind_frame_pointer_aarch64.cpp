@@ -14,7 +14,7 @@ namespace {
 // caller's) and its return address is still in x30: the entry (bti c / paciasp, or the `stp x29, x30, [sp, #-n]!`
 // that saves the record), the `mov x29, sp` right after that store, and the final `ret` after `ldp x29, x30`.
 // IP was executing, so its (aligned, 4-byte) instruction is mapped.
-[[gnu::no_sanitize("address", "thread")]] bool caller_in_link_register(std::uint64_t ip) noexcept {
+__attribute__((no_sanitize("address", "thread"))) bool caller_in_link_register(std::uint64_t ip) noexcept {
   if ((ip & 3u) != 0) return false;
   const auto insn = *reinterpret_cast<const std::uint32_t*>(ip);
   if (insn == 0xd503245f || insn == 0xd503233f || insn == 0xd503237f) return true;  // bti c, paciasp, pacibsp
@@ -26,7 +26,7 @@ namespace {
 
 }  // namespace
 
-[[gnu::no_sanitize("address", "thread")]] std::size_t unwind_frame_pointer(const RegisterState& regs,
+__attribute__((no_sanitize("address", "thread"))) std::size_t unwind_frame_pointer(const RegisterState& regs,
                                                                           const StackBounds& stack,
                                                                           std::span<std::uint64_t> out,
                                                                           const CodeMap* code) noexcept {
