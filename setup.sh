@@ -4,6 +4,8 @@
 #   ./setup.sh test    install, build plain + ASan/UBSan + TSan with -Werror, run every test (also as nobody),
 #                      then compile the Release benchmarks
 #   ./setup.sh bench   install, build, run the benchmarks (ratios printed)
+#   ./setup.sh emulated  install, cross-build for arm64, boot an emulated arm64 machine (QEMU, Debian's kernel,
+#                      its PMU driver) and run the hardware tests in it as root and as nobody (build-emu/)
 set -euo pipefail
 cd "$(dirname "$0")"
 mode=${1:-demo}
@@ -12,6 +14,10 @@ jobs=$(nproc)
 packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev libunwind-dev libdw-dev libelf-dev
           linux-perf util-linux python3)
 [ "$mode" = test ] && packages+=(chromium)
+# The emulated arm64 machine: QEMU, the cross toolchain, cpio for the initramfs. Its kernel, busybox and arm64
+# libraries are downloaded from the Debian archive into build-emu/ (apt-get download), never installed.
+emulated_packages=(qemu-system-arm g++-aarch64-linux-gnu cpio)
+if [ "$mode" = test ] || [ "$mode" = emulated ]; then packages+=("${emulated_packages[@]}"); fi
 
 install_missing() {
   local missing=()
@@ -25,6 +31,22 @@ install_missing() {
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# apt-get download of the guest's arm64 packages needs apt to know the architecture (nothing arm64 is installed).
+add_arm64_architecture() {
+  dpkg --print-foreign-architectures | grep -qx arm64 && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "== adding the arm64 architecture to apt (for apt-get download of the emulated machine's packages)"
+  $sudo dpkg --add-architecture arm64
+  $sudo apt-get update -qq
+}
+
+# The emulated arm64 machine's ctest project (tests/emulated): cross build, boot, one result a guest run.
+run_emulated() {
+  cmake -S tests/emulated -B build-emu >/dev/null
+  (cd build-emu && ctest --output-on-failure)
 }
 
 # The unprivileged pass needs `nobody` to reach the tree: open o+x on ancestors that lack it (e.g. /root)
@@ -56,6 +78,7 @@ build() {  # build <dir> [cmake args…]
 # where -O2 does not, so `test` compiles this build too (without running it).
 build_bench() { build build-bench -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSELFPERF_BUILD_SAMPLES=OFF; }
 
+if [ "$mode" = test ] || [ "$mode" = emulated ]; then add_arm64_architecture; fi
 install_missing
 case "$mode" in
   demo)
@@ -82,10 +105,15 @@ case "$mode" in
     (cd build && ctest -L hardware -V 2>&1 | grep -E "^[0-9]+: (skipped|\[doctest\] test cases)" || true)
     (cd build && ctest -j"$jobs" --output-on-failure)
     build_bench
+    # The hardware tests for real: on the emulated arm64 machine's PMU.
+    run_emulated
+    ;;
+  emulated)
+    run_emulated
     ;;
   bench)
     build_bench
     for b in build-bench/bench/bench_*; do echo "== $b"; "$b"; done
     ;;
-  *) echo "usage: $0 demo|test|bench" >&2; exit 2 ;;
+  *) echo "usage: $0 demo|test|bench|emulated" >&2; exit 2 ;;
 esac
