@@ -10,14 +10,21 @@
 
 namespace {
 
-// Exactly 3 instructions per iteration (add, sub, jnz), so the instruction count is known.
+// Exactly 3 instructions per iteration (add, sub, jnz / add, subs, b.ne), so the instruction count is known.
 [[gnu::noinline]] void known_loop(std::uint64_t iterations) {
   std::uint64_t acc = 0;
   asm volatile(
+#if defined(__aarch64__)
+      "1:\n\t"
+      "add %[acc], %[acc], #1\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "b.ne 1b\n\t"
+#else
       "1:\n\t"
       "add $1, %[acc]\n\t"
       "sub $1, %[n]\n\t"
       "jnz 1b\n\t"
+#endif
       : [acc] "+r"(acc), [n] "+r"(iterations)
       :
       : "cc");

@@ -87,7 +87,7 @@ class SelfCycles {
 
 // Runs before doctest's main so that a machine without a PMU skips the whole binary.
 const bool kHardwarePresent = [] {
-  if (!selfperf::kUserPmcReadSupported) skip("no hardware PMU (rdpmc fast path is x86-64 only)");
+  if (!selfperf::kUserPmcReadSupported) skip("no hardware PMU (the fast path is x86-64 and aarch64 only)");
   SelfCycles cycles;
   if (!cycles.open()) {
     char why[200];
@@ -98,10 +98,13 @@ const bool kHardwarePresent = [] {
   if (!cycles.fast_when_running()) {
     char why[200];
     const auto reason = selfperf::mmap_page_refusal_reason(cycles.page());
-    std::snprintf(why, sizeof why,
-                  "no hardware PMU usable from user space (cycles page: %.*s; rdpmc disabled in "
-                  "/sys/bus/event_source/devices/cpu/rdpmc?)",
-                  static_cast<int>(reason.size()), reason.data());
+#if defined(__aarch64__)
+    const char* hint = "kernel.perf_user_access 0? sudo sysctl kernel.perf_user_access=1";
+#else
+    const char* hint = "rdpmc disabled in /sys/bus/event_source/devices/cpu/rdpmc?";
+#endif
+    std::snprintf(why, sizeof why, "no hardware PMU usable from user space (cycles page: %.*s; %s)",
+                  static_cast<int>(reason.size()), reason.data(), hint);
     skip(why);
   }
   return true;

@@ -9,11 +9,18 @@
 #include <sstream>
 #include <vector>
 
+#if defined(__x86_64__)
 #include <x86intrin.h>
+#endif
 
 #include <selfperf/selfperf.hpp>
 
 namespace {
+
+#if !defined(__x86_64__)
+// The README's example reads the TSC; elsewhere the counter the library reads in its place (CNTVCT_EL0).
+std::uint64_t __rdtsc() noexcept { return selfperf::TscClock::now_tsc(); }
+#endif
 
 std::vector<double> particles(4096, 1.0);
 void update(double& p) { p = p * 1.0000001 + 0.5; }

@@ -174,6 +174,28 @@ TEST_CASE("frame-pointer walk equals the one-frame-at-a-time rule on random stac
   CHECK(stopped_early > 50);  // ...and the faults stopped some walks early
 }
 
+#if defined(__aarch64__)
+TEST_CASE("frame-pointer walk recovers the caller of a function in its prologue from the link register") {
+  FakeStack s;
+  s.frame(20, 0, 0x2222);  // the caller's caller, as x29 still says
+  std::array<std::uint64_t, 8> out{};
+  // Instructions at which the record is not linked yet (or any more): x30 holds the caller.
+  alignas(4) static const std::uint32_t kInsns[] = {0xa9bf7bfd /* stp x29, x30, [sp, #-16]! */,
+                                                    0x910003fd /* mov x29, sp */, 0xd65f03c0 /* ret */};
+  for (const std::uint32_t& insn : kInsns) {
+    CAPTURE(insn);
+    REQUIRE(unwind_frame_pointer({reinterpret_cast<std::uint64_t>(&insn), s.at(10), s.at(20), 0xaaaa}, s.bounds(),
+                                 out) == 3);
+    CHECK(out[1] == 0xaaaa);
+    CHECK(out[2] == 0x2222);
+  }
+  // Inside a function body x30 may be stale: without a code map it is not taken.
+  alignas(4) static const std::uint32_t kBody = 0xd503201f;  // nop
+  CHECK(unwind_frame_pointer({reinterpret_cast<std::uint64_t>(&kBody), s.at(10), s.at(20), 0xaaaa}, s.bounds(),
+                             out) == 2);
+  CHECK(out[1] == 0x2222);
+}
+#else
 TEST_CASE("frame-pointer walk recovers the caller of a function in its prologue") {
   FakeStack s;
   s.frame(20, 0, 0x2222);  // the caller's caller, as rbp still says
@@ -192,6 +214,7 @@ TEST_CASE("frame-pointer walk recovers the caller of a function in its prologue"
     CHECK(out[2] == 0x2222);
   }
 }
+#endif
 
 TEST_CASE("stack bounds and the code map describe this process") {
   int local = 0;

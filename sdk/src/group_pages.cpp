@@ -1,5 +1,7 @@
 #include "group_pages.hpp"
 
+#include "arm64_user_access.hpp"
+
 #include "selfperf/hw_read.hpp"
 #include "selfperf/mmap_read.hpp"
 
@@ -45,6 +47,14 @@ void GroupPages::map(const std::vector<Fd>& fds, const std::vector<EventSpec>& s
                                     "/rdpmc is 0; echo 1 or 2 there as root to allow it)"
                               : "syscall: cap_user_rdpmc clear on '" + specs[i].name + "' page";
     }
+#if defined(__aarch64__)
+    else if (perf_user_access_sysctl() == "0") {
+      // The page says cap_user_rdpmc but gives index 0, which would read as "not running".
+      usable_ = false;
+      refusal_ = "syscall: kernel.perf_user_access is 0 (arm64 keeps the counters from user space; "
+                 "sudo sysctl kernel.perf_user_access=1 allows it)";
+    }
+#endif
   }
 }
 

@@ -1,5 +1,7 @@
 #include "perf_syscall.hpp"
 
+#include "arm64_user_access.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -28,8 +30,40 @@ Fd::~Fd() {
 
 pid_t current_tid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
-int perf_event_open(perf_event_attr& attr, pid_t pid, int cpu, int group_fd, unsigned long flags) noexcept {
+namespace {
+int raw_perf_event_open(perf_event_attr& attr, pid_t pid, int cpu, int group_fd, unsigned long flags) noexcept {
   return static_cast<int>(::syscall(SYS_perf_event_open, &attr, pid, cpu, group_fd, flags));
+}
+}  // namespace
+
+int perf_event_open(perf_event_attr& attr, pid_t pid, int cpu, int group_fd, unsigned long flags) noexcept {
+#if defined(__aarch64__)
+  // An arm64 PMU lets a thread read its own counters with mrs only for events that asked for it, and the kernel
+  // allows that only on events that follow a task (pid != -1). 64-bit counters (`long`) where the PMU has them;
+  // a PMU without 64-bit event counters refuses `long` with EOPNOTSUPP: 32-bit counters then, counted for
+  // probe(). attr then holds the terms the event was opened with.
+  static const std::vector<UserAccessPmu> pmus = user_access_pmus("/sys/bus/event_source/devices");
+  if (pid != -1) {
+    if (const UserAccessPmu* pmu = user_access_pmu_for(attr, pmus)) {
+      perf_event_attr wide = attr;
+      request_user_access(wide, *pmu, true);
+      int fd = raw_perf_event_open(wide, pid, cpu, group_fd, flags);
+      if (fd >= 0 || errno != EOPNOTSUPP || pmu->long_bits == 0) {
+        if (fd >= 0) attr = wide;
+        return fd;
+      }
+      perf_event_attr narrow = attr;
+      request_user_access(narrow, *pmu, false);
+      fd = raw_perf_event_open(narrow, pid, cpu, group_fd, flags);
+      if (fd >= 0) {
+        attr = narrow;
+        user_access_32bit_fallbacks().fetch_add(1, std::memory_order_relaxed);
+      }
+      return fd;
+    }
+  }
+#endif
+  return raw_perf_event_open(attr, pid, cpu, group_fd, flags);
 }
 
 std::string read_text_file(const std::string& path) {

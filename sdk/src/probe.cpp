@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "arm64_user_access.hpp"
 #include "perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
@@ -45,6 +46,9 @@ std::string CapabilityReport::fast_path_verdict() const {
   if (!perf_event_open) return "unavailable: perf_event_open fails (" + perf_event_open_error + ")";
   if (!hardware_events) return "syscall: no PMU (hardware events do not open; only software events, read with read(2))";
   if (rdpmc_sysfs == "0") return "syscall: rdpmc disabled in sysfs";
+  if (perf_user_access == "0")
+    return "syscall: kernel.perf_user_access is 0 (arm64 keeps the counters from user space; "
+           "sudo sysctl kernel.perf_user_access=1 allows it)";
   if (!cap_user_rdpmc) return "syscall: cap_user_rdpmc clear";
   return "rdpmc";
 }
@@ -60,6 +64,10 @@ CapabilityReport probe() {
   std::sort(r.pmus.begin(), r.pmus.end());
   std::string rdpmc = detail::read_text_file("/sys/bus/event_source/devices/cpu/rdpmc");
   r.rdpmc_sysfs = rdpmc.empty() ? "absent" : rdpmc;
+  const std::string user_access = detail::perf_user_access_sysctl();
+  if (!user_access.empty()) r.perf_user_access = user_access;
+  for (const auto& pmu : detail::user_access_pmus("/sys/bus/event_source/devices"))
+    r.user_access_pmus.push_back(pmu.name + (pmu.long_bits ? "" : " (no `long`: 32-bit counters)"));
   r.perf_event_mlock_kb = read_long("/proc/sys/kernel/perf_event_mlock_kb");
   r.perf_event_max_sample_rate = read_long("/proc/sys/kernel/perf_event_max_sample_rate");
   r.tracefs = "not mounted";
@@ -79,6 +87,7 @@ CapabilityReport probe() {
   r.perf_event_open = static_cast<bool>(sw);
   detail::Fd hw = try_open("cycles", r.hardware_error);
   r.hardware_events = static_cast<bool>(hw);
+  r.counters_32bit = detail::user_access_32bit_fallbacks().load(std::memory_order_relaxed);
   if (hw) {
     r.page_event = "cycles";
     inspect_page(hw.get(), r);
@@ -108,6 +117,12 @@ std::ostream& operator<<(std::ostream& out, const CapabilityReport& r) {
   out << "    cap_user_time_zero       " << yes(r.cap_user_time_zero) << "\n";
   out << "    cap_user_time_short      " << yes(r.cap_user_time_short) << "\n";
   out << "  cpu/rdpmc (sysfs)          " << r.rdpmc_sysfs << "\n";
+  if (r.perf_user_access != "absent" || !r.user_access_pmus.empty()) {
+    out << "  kernel.perf_user_access    " << r.perf_user_access << "\n";
+    out << "  PMUs with user access      ";
+    for (std::size_t i = 0; i < r.user_access_pmus.size(); ++i) out << (i ? ", " : "") << r.user_access_pmus[i];
+    out << "\n  32-bit counter fallbacks   " << r.counters_32bit << "\n";
+  }
   out << "  perf_event_mlock_kb        " << r.perf_event_mlock_kb << "\n";
   out << "  perf_event_max_sample_rate " << r.perf_event_max_sample_rate << " Hz\n";
   out << "  tracefs                    " << r.tracefs << "\n";

@@ -18,7 +18,11 @@ namespace selfperf::detail {
 // assembly because a compiler merges the two loads into one.
 [[gnu::always_inline]] inline std::uint64_t stack_word_low16(std::uintptr_t addr) noexcept {
   std::uint64_t v;  // written as its 32-bit half, which zeroes the rest
+#if defined(__aarch64__)
+  asm("ldrh %w0, %1" : "=r"(v) : "Q"(*reinterpret_cast<const std::uint16_t*>(addr)));
+#else
   asm("movzwl %1, %k0" : "=r"(v) : "m"(*reinterpret_cast<const std::uint16_t*>(addr)));
+#endif
   return v;
 }
 

@@ -109,6 +109,15 @@ bool CodeMap::contains(std::uint64_t addr) const noexcept { return find(addr) !=
 
 bool CodeMap::follows_call(std::uint64_t addr) const noexcept {
   const Segment* s = find(addr);
+#if defined(__aarch64__)
+  // Fixed 4-byte instructions: the one before addr is the call.
+  if (s == nullptr || addr < s->begin + 4 || (addr & 3u) != 0) return false;
+  const std::uint32_t insn = reinterpret_cast<const std::uint32_t*>(addr)[-1];
+  if ((insn & 0xfc000000) == 0x94000000) return true;  // bl imm26
+  if ((insn & 0xfffffc1f) == 0xd63f0000) return true;  // blr xn
+  if ((insn & 0xfefff800) == 0xd63f0800) return true;  // blraa/blrab/blraaz/blrabz (pointer authentication)
+  return false;
+#else
   if (s == nullptr || addr < s->begin + 7) return false;
   const auto* p = reinterpret_cast<const unsigned char*>(addr);
   if (p[-5] == 0xe8) return true;                                       // call rel32
@@ -117,6 +126,7 @@ bool CodeMap::follows_call(std::uint64_t addr) const noexcept {
   if (p[-6] == 0xff && (p[-5] & 0x38) == 0x10) return true;             // call *disp32(%rip / %reg)
   if (p[-7] == 0xff && (p[-6] & 0x38) == 0x10) return true;             // call *disp32(%reg,%reg,s)
   return false;
+#endif
 }
 
 }  // namespace selfperf

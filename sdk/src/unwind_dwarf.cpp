@@ -104,6 +104,14 @@ PredictLoop predicting_loop_for(const CfiRule& r) noexcept {
                                                                  const CodeMap* code) noexcept {
   if (out.empty()) return DwarfWalk{0, true};
   out[0] = regs.ip;
+#if defined(__aarch64__)
+  // The cached rules describe x86-64 frames only (CFA from rsp/rbp, return address at CFA - 8). On aarch64 the
+  // return address is x30's saved slot or x30 itself and the CFA comes from sp or x29 (DWARF registers 31, 29):
+  // not ported yet, so every sample is left to libunwind, which reads aarch64 CFI (sampler_signal.cpp).
+  (void)stack;
+  (void)code;
+  return DwarfWalk{1, false};
+#endif
   // Another stack (sigaltstack, a fiber) than the one recorded: leave it to libunwind.
   if (code == nullptr || regs.ip == 0 || !stack.contains(regs.sp, 8)) return DwarfWalk{1, false};
 

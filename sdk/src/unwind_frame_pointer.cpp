@@ -28,11 +28,16 @@ RegisterState RegisterState::from(const ucontext_t& uc) noexcept {
   return RegisterState{static_cast<std::uint64_t>(uc.uc_mcontext.gregs[REG_RIP]),
                        static_cast<std::uint64_t>(uc.uc_mcontext.gregs[REG_RSP]),
                        static_cast<std::uint64_t>(uc.uc_mcontext.gregs[REG_RBP])};
+#elif defined(__aarch64__)
+  return RegisterState{static_cast<std::uint64_t>(uc.uc_mcontext.pc), static_cast<std::uint64_t>(uc.uc_mcontext.sp),
+                       static_cast<std::uint64_t>(uc.uc_mcontext.regs[29]),
+                       static_cast<std::uint64_t>(uc.uc_mcontext.regs[30])};
 #else
-#error "selfperf unwinding supports x86-64 only"
+#error "selfperf unwinding supports x86-64 and aarch64 only"
 #endif
 }
 
+#if defined(__x86_64__)
 namespace {
 
 constexpr std::uintptr_t kPageSize = 4096;
@@ -197,5 +202,6 @@ constexpr std::uintptr_t kPageSize = 4096;
   if (n == out.size() || fp < regs.sp || fp > ceiling || (fp & 7u) != 0) return n;
   return n + walk_frame_chain(fp, ceiling, out.subspan(n));
 }
+#endif  // __x86_64__
 
 }  // namespace selfperf

@@ -37,8 +37,15 @@ std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::ui
   std::size_t n = 0;
   out[n++] = interrupted.ip;
   if (first < 0) return n;  // the trace did not cross the signal frame: keep the leaf alone
-  for (int i = first + 1; i < got && n < out.size(); ++i)
-    out[n++] = reinterpret_cast<std::uint64_t>(trace[static_cast<std::size_t>(i)]);
+  for (int i = first + 1; i < got && n < out.size(); ++i) {
+    auto pc = reinterpret_cast<std::uint64_t>(trace[static_cast<std::size_t>(i)]);
+#if defined(__aarch64__)
+    // libunwind's aarch64 trace reports a caller as its return address - 1 (inside the call); every other
+    // unwinder, and its own cursor, give the return address itself. Instructions are 4-byte aligned.
+    if ((pc & 3u) == 3u) ++pc;
+#endif
+    out[n++] = pc;
+  }
   return n;
 }
 

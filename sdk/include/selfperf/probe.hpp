@@ -1,6 +1,7 @@
 #pragma once
 // What this machine lets a process measure about itself, and why not where it doesn't.
 #include <iosfwd>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct CapabilityReport {
   bool cap_user_time_zero = false;
   bool cap_user_time_short = false;
   std::string rdpmc_sysfs;             // /sys/bus/event_source/devices/cpu/rdpmc, or "absent"
+  // arm64: /proc/sys/kernel/perf_user_access ("absent" where the kernel has none, as on x86-64), and the
+  // PMUs whose events can ask for user access (their `rdpmc` format term).
+  std::string perf_user_access = "absent";
+  std::vector<std::string> user_access_pmus;
+  std::uint64_t counters_32bit = 0;    // events opened with 32-bit counters: the PMU refused `long`
   long perf_event_mlock_kb = -1;
   long perf_event_max_sample_rate = -1;
   std::string tracefs;                 // where tracefs is mounted, or "not mounted"

@@ -1,7 +1,13 @@
 #pragma once
-// Conversion between the timestamp counter (rdtsc) and perf's clock (the timestamps of
-// PERF_SAMPLE_TIME records), from the time_zero/time_mult/time_shift a perf mmap page publishes with
-// cap_user_time_zero. Lets a program timestamp its own events with rdtsc and line them up with samples.
+// Conversion between the timestamp counter (rdtsc on x86-64; on aarch64 the generic timer's virtual count,
+// CNTVCT_EL0, which the kernel's sched clock runs on) and perf's clock (the timestamps of PERF_SAMPLE_TIME
+// records), from the time_zero/time_mult/time_shift a perf mmap page publishes with cap_user_time_zero. Lets a
+// program timestamp its own events with the counter and line them up with samples.
+//
+// aarch64 pages also set cap_user_time_short: the counter may be narrower than 64 bits (57 bits here) and
+// time_cycles/time_mask extend it from the last update. The kernel subtracts time_cycles' share from time_zero
+// so that this plain formula stays right for as long as the counter does not wrap (2^57 ticks: over 4 years at
+// 1 GHz), and the plain formula, unlike the extension, also converts counts from before the page's update.
 #include <cstdint>
 #include <optional>
 
@@ -57,6 +63,7 @@ class TscClock {
     return static_cast<std::uint64_t>(((since_zero << shift_) + (mult_ - 1)) / mult_);
   }
 
+  // rdtsc, or CNTVCT_EL0 on aarch64.
   static std::uint64_t now_tsc() noexcept { return detail::rdtsc(); }
   std::uint64_t now_perf_ns() const noexcept { return to_perf_ns(now_tsc()); }
 

@@ -39,6 +39,7 @@ struct RegisterState {
   std::uint64_t ip = 0;
   std::uint64_t sp = 0;
   std::uint64_t fp = 0;
+  std::uint64_t lr = 0;  // aarch64's link register (x30): a leaf's return address until it saves it; 0 on x86-64
 
   static RegisterState from(const ucontext_t& uc) noexcept;
 };
