@@ -5,6 +5,8 @@
 #                      build with Clang and run the fuzzers briefly,
 #                      then compile the Release benchmarks
 #   ./setup.sh bench   install, build, run the benchmarks (ratios printed)
+#   ./setup.sh emulated  install, cross-build for arm64, boot an emulated arm64 machine (QEMU, Debian's kernel,
+#                      its PMU driver) and run the hardware tests in it as root and as nobody (build-emu/)
 set -euo pipefail
 cd "$(dirname "$0")"
 mode=${1:-demo}
@@ -14,6 +16,10 @@ packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev
           linux-perf util-linux python3)
 # golang-go: go tool pprof reads our profiles in a test; clang + libclang-rt-14-dev: the Clang build and libFuzzer.
 [ "$mode" = test ] && packages+=(chromium golang-go clang libclang-rt-14-dev)
+# The emulated arm64 machine: QEMU, the cross toolchain, cpio for the initramfs. Its kernel, busybox and arm64
+# libraries are downloaded from the Debian archive into build-emu/ (apt-get download), never installed.
+emulated_packages=(qemu-system-arm g++-aarch64-linux-gnu cpio)
+if [ "$mode" = test ] || [ "$mode" = emulated ]; then packages+=("${emulated_packages[@]}"); fi
 
 install_missing() {
   local missing=()
@@ -27,6 +33,22 @@ install_missing() {
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# apt-get download of the guest's arm64 packages needs apt to know the architecture (nothing arm64 is installed).
+add_arm64_architecture() {
+  dpkg --print-foreign-architectures | grep -qx arm64 && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "== adding the arm64 architecture to apt (for apt-get download of the emulated machine's packages)"
+  $sudo dpkg --add-architecture arm64
+  $sudo apt-get update -qq
+}
+
+# The emulated arm64 machine's ctest project (tests/emulated): cross build, boot, one result a guest run.
+run_emulated() {
+  cmake -S tests/emulated -B build-emu >/dev/null
+  (cd build-emu && ctest --output-on-failure)
 }
 
 # The unprivileged pass needs `nobody` to reach the tree: open o+x on ancestors that lack it (e.g. /root)
@@ -58,6 +80,7 @@ build() {  # build <dir> [cmake args…]
 # where -O2 does not, so `test` compiles this build too (without running it).
 build_bench() { build build-bench -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DSELFPERF_BUILD_SAMPLES=OFF; }
 
+if [ "$mode" = test ] || [ "$mode" = emulated ]; then add_arm64_architecture; fi
 install_missing
 case "$mode" in
   demo)
@@ -88,10 +111,15 @@ case "$mode" in
       -DSELFPERF_BUILD_BENCH=OFF
     (cd build-clang && ctest -j"$jobs" -L fuzz --output-on-failure)
     build_bench
+    # The hardware tests for real: on the emulated arm64 machine's PMU.
+    run_emulated
+    ;;
+  emulated)
+    run_emulated
     ;;
   bench)
     build_bench
     for b in build-bench/bench/bench_*; do echo "== $b"; "$b"; done
     ;;
-  *) echo "usage: $0 demo|test|bench" >&2; exit 2 ;;
+  *) echo "usage: $0 demo|test|bench|emulated" >&2; exit 2 ;;
 esac
