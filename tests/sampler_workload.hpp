@@ -51,7 +51,7 @@ struct CodeRange {
 // A register-only dependent chain: identical cost per iteration in every copy, nothing for sanitizers to
 // instrument inside the loop. `salt` keeps the copies distinct.
 #define SELFPERF_TEST_BURN(name, salt)                                               \
-  extern "C" [[gnu::noipa, gnu::section("text_" #name)]] std::uint64_t name(std::uint64_t n) { \
+  extern "C" [[gnu::noipa, gnu::noinline, gnu::used, gnu::section("text_" #name)]] std::uint64_t name(std::uint64_t n) { \
     std::uint64_t x = salt;                                                          \
     for (std::uint64_t i = 0; i < n; ++i) {                                          \
       x = x * 6364136223846793005u + 1442695040888963407u;                           \
@@ -67,7 +67,7 @@ struct CodeRange {
 
 // A caller in its own section: `name` calls `callee`.
 #define SELFPERF_TEST_CALLER(name, callee)                                           \
-  extern "C" [[gnu::noipa, gnu::section("text_" #name)]] std::uint64_t name(std::uint64_t n) { \
+  extern "C" [[gnu::noipa, gnu::noinline, gnu::used, gnu::section("text_" #name)]] std::uint64_t name(std::uint64_t n) { \
     return callee(n) + 1;                                                            \
   }                                                                                  \
   extern "C" char __start_text_##name[], __stop_text_##name[];                                 \

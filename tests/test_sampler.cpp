@@ -42,7 +42,7 @@ std::atomic<std::uint64_t> g_sink{0};
 
 // 50/30/20 % of the iterations, interleaved in small rounds so that slow phases of a loaded machine hit all
 // three alike. The burn functions are the same code, so iterations are proportional to CPU time.
-[[gnu::noipa, gnu::section("text_sp_workload")]] std::uint64_t workload(std::uint64_t rounds, std::uint64_t chunk) {
+[[gnu::noipa, gnu::noinline, gnu::used, gnu::section("text_sp_workload")]] std::uint64_t workload(std::uint64_t rounds, std::uint64_t chunk) {
   std::uint64_t sum = 0;
   for (std::uint64_t r = 0; r < rounds; ++r) {
     sum += sp_call_a(5 * chunk);
