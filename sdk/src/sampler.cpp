@@ -8,7 +8,6 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "new_threads.hpp"
@@ -59,53 +58,18 @@ void route_signal(int fd, int signo, pid_t tid) {
     throw Error("cannot enable O_ASYNC on the sampling event", errno);
 }
 
-// Enabling grants the first batch of credits (see ThreadState::credits): REFRESH adds to the event's limit
-// and enables it; a plain ENABLE leaves the limit at 0, which the kernel reads as "unlimited".
 void enable(const ThreadState& s) {
-  const bool limited = s.rearm == Sampler::Rearm::refresh || s.credits > 0;
-  const int grant = s.rearm == Sampler::Rearm::refresh ? 1 : static_cast<int>(s.credits);
-  if (ioctl(s.fd, limited ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE, limited ? grant : 0) != 0)
+  unsigned long request = s.rearm == Sampler::Rearm::refresh ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE;
+  if (ioctl(s.fd, request, s.rearm == Sampler::Rearm::refresh ? 1 : 0) != 0)
     throw Error("cannot enable the sampling event", errno);
-}
-
-// Credits per batch: enough that a healthy thread asks for more rarely (one ioctl per batch), few enough that
-// a thread which never handles its signals holds only a handful of the user's queue, and, with a ring
-// buffer, no more than half of it can hold (an overflow the kernel could not write still spends a credit,
-// but its PERF_RECORD_LOST only arrives with a later record).
-std::uint32_t credits_for(const Sampler::Options& o, const perf_event_attr& attr, std::size_t ring_bytes) {
-  constexpr std::uint32_t kCredits = 16;
-  switch (o.rearm) {
-    case Sampler::Rearm::refresh:
-      return 0;
-    case Sampler::Rearm::overflow_signal:
-#if defined(__SANITIZE_THREAD__)
-      // TSan keeps one pending instance per signal number and drops the rest: the POLL_HUP that asks for
-      // the next batch could be dropped, and nothing else (no ring to count) would ever ask again.
-      return 0;
-#else
-      return kCredits;
-#endif
-    case Sampler::Rearm::ring_buffer: {
-      std::size_t record = sizeof(perf_event_header) + 4 * sizeof(std::uint64_t);  // tid, time, cpu, period
-      if (attr.sample_type & PERF_SAMPLE_CALLCHAIN) record += (attr.sample_max_stack + 8u) * sizeof(std::uint64_t);
-      return static_cast<std::uint32_t>(std::clamp<std::size_t>(ring_bytes / 2 / record, 1, kCredits));
-    }
-  }
-  return 0;
 }
 
 // Detaches every sampler this thread is still attached to when the thread exits.
 struct ExitHook {
   std::vector<std::weak_ptr<SamplerCore>> cores;
-  // A thread's exit must never turn into std::terminate: whatever detaching throws is dropped (the event
-  // closes with the process at worst).
   ~ExitHook() {
-    for (auto& weak : cores) {
-      try {
-        if (auto core = weak.lock()) core->detach_this_thread();
-      } catch (...) {
-      }
-    }
+    for (auto& weak : cores)
+      if (auto core = weak.lock()) core->detach_this_thread();
   }
 };
 thread_local ExitHook t_exit_hook;
@@ -159,25 +123,7 @@ SamplerCore::SamplerCore(Sampler::Options o) : options(std::move(o)) {
 
 SamplerCore::~SamplerCore() { stop(); }
 
-// libunwind.so.8 (linked for Unwinder::libunwind) exports _Unwind_RaiseException, and where it comes before
-// libgcc_s in the lookup order it unwinds every C++ exception of the process. Its first use sets it up
-// without a lock its readers take (TSan reports the race when new threads' attach failures throw at once)
-// and opens the pipe it validates addresses with, which fails under EMFILE and then turns every later throw
-// into std::terminate. One throw here, before any thread of ours throws and while descriptors are free,
-// does that setup once.
-void set_up_exception_unwinder_once() noexcept {
-  static const bool done = [] {
-    try {
-      throw 0;
-    } catch (int) {
-    }
-    return true;
-  }();
-  (void)done;
-}
-
 void SamplerCore::start() {
-  set_up_exception_unwinder_once();
   std::lock_guard lock(mutex_);
   adopt_after_fork();
   if (stopped.load()) throw Error("Sampler::start after stop(): create a new Sampler");
@@ -194,46 +140,16 @@ void SamplerCore::start() {
   if (options.attach_new_threads) attach_new_threads_to(shared_from_this());
 }
 
-// Runs on a thread of the program before its own function: nothing may escape it. The first failure in the
-// process is reported (it names the cause and the remedy); the rest, usually the same cause on every later
-// thread, are only counted (Totals::attach_failed).
 void SamplerCore::attach_new_thread() noexcept {
-  static std::atomic<bool> told{false};
   if (stopped.load() || !started.load()) return;
   try {
     attach_this_thread();
   } catch (const std::exception& e) {
     if (stopped.load()) return;  // raced with stop(): nothing to sample any more
     attach_failed.fetch_add(1, std::memory_order_relaxed);
-    if (!told.exchange(true))
-      std::fprintf(stderr,
-                   "selfperf: new thread %d not sampled: %s (later threads that fail the same way are only "
-                   "counted, in Sampler::Totals::attach_failed)\n",
-                   static_cast<int>(current_tid()), e.what());
-  } catch (...) {
-    attach_failed.fetch_add(1, std::memory_order_relaxed);
+    std::fprintf(stderr, "selfperf: new thread %d not sampled: %s\n", static_cast<int>(current_tid()), e.what());
   }
 }
-
-namespace {
-
-// An event is one descriptor per thread; a program near its RLIMIT_NOFILE needs the last ones more than the
-// profiler does (its open() failing with EMFILE could take it down). A quarter of the limit, at least 16,
-// stays the program's.
-void leave_descriptors_to_the_program(int fd) {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
-  const rlim_t reserve = std::max<rlim_t>(16, limit.rlim_cur / 4);
-  if (static_cast<rlim_t>(fd) + reserve < limit.rlim_cur) return;
-  ::close(fd);
-  throw Error("sampling event not opened for this thread: it would take descriptor " + std::to_string(fd) +
-                  " of the " + std::to_string(limit.rlim_cur) + " that RLIMIT_NOFILE allows, leaving the program "
-                  "fewer than " + std::to_string(reserve) + " (each sampled thread holds one). Raise the limit "
-                  "(ulimit -n) to sample every thread",
-              EMFILE);
-}
-
-}  // namespace
 
 void SamplerCore::attach_this_thread() {
   const void* marker = this_thread_marker();
@@ -252,18 +168,10 @@ void SamplerCore::attach_this_thread() {
   state->unwinder = options.unwinder;
   state->rearm = options.rearm;
   state->period = options.period;
-  state->frequency_mode = options.frequency != 0;
-  state->rate = options.frequency ? options.frequency : options.period;
-  state->current_rate.store(state->rate, std::memory_order_relaxed);
   if (options.unwinder == Unwinder::libunwind) prepare_libunwind_this_thread();
   state->fd = open_event(attr, event_name, 0, -1, -1).release();
-  const int fd = state->fd;
-  state->fd = -1;  // closed by the check below when it throws, else handed back
-  leave_descriptors_to_the_program(fd);
-  state->fd = fd;
   state->format = SampleFormat::from_attr(attr);
   if (options.rearm == Sampler::Rearm::ring_buffer) state->ring.emplace(state->fd, options.ring_pages);
-  state->credits = credits_for(options, attr, state->ring ? state->ring->data_size() : 0);
 
   std::lock_guard lock(mutex_);
   if (stopped.load()) throw Error("Sampler::attach_this_thread raced with stop(): create a new Sampler");
@@ -326,7 +234,6 @@ void SamplerCore::adopt_after_fork() {
   }
   states_.clear();
   finished_ = {};
-  not_signalled_ = 0;
   ignored_at_start_ = ignored_signal_count();
   pid_ = self;
 }
@@ -352,8 +259,7 @@ void SamplerCore::add_totals(Sampler::Totals& t, const ThreadState& s) const {
   t.sigio += get(s.sigio);
   t.unwound_by_libunwind += get(s.unwound_by_libunwind);
   t.unwound_partially += get(s.unwound_partially);
-  t.rate_lowered += get(s.rate_lowered);
-  t.threads.push_back({s.tid, get(s.samples), lost, s.current_rate.load(std::memory_order_relaxed)});
+  t.threads.push_back({s.tid, get(s.samples), lost});
 }
 
 std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
@@ -362,7 +268,6 @@ std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
   {
     std::lock_guard lock(mutex_);
     adopt_after_fork();
-    check_health();
     snapshot = states_;
   }
   std::size_t n = 0;
@@ -381,14 +286,12 @@ Sampler::Totals SamplerCore::stop() {
   if (options.attach_new_threads) stop_attaching_new_threads(this);  // before the lock: the hook attaches under it
   std::lock_guard lock(mutex_);
   adopt_after_fork();
-  if (!stopped.load()) check_health();
   for (auto& s : states_) detach(*s);
   stopped = true;
   Sampler::Totals t = finished_;
   for (auto& s : states_) add_totals(t, *s);
   if (started.load()) t.ignored = ignored_signal_count() - ignored_at_start_;
   t.attach_failed = attach_failed.load();
-  t.threads_not_signalled = not_signalled_;
   return t;
 }
 

@@ -59,25 +59,7 @@ struct ThreadState {
   std::atomic<std::uint64_t> unwound_partially{0};
   LibunwindBudget libunwind_budget;  // the owner's handlers only
 
-  // Credits bound the signals queued for this thread: the kernel stops the event after `credits` overflows
-  // (event_limit, armed by PERF_EVENT_IOC_REFRESH) until the owner's handler has seen them and grants the
-  // next batch. A thread that blocks the signal therefore has at most `credits` of them pending, never a
-  // share of the per-user RLIMIT_SIGPENDING queue that grows with its run time; and a thread whose handler
-  // cannot keep up gets at least one period of its own work per batch. 0: no limit (Rearm::refresh grants
-  // one per sample itself).
-  std::uint32_t credits = 0;
-  std::uint32_t credit_used = 0;      // overflows seen in this batch; the owner's handlers only
-  std::uint32_t batch_coalesced = 0;  // overflows found behind another one's signal in this batch; likewise
-  // The rate the handler may lower when it falls behind: sample_freq in frequency mode, else sample_period.
-  bool frequency_mode = false;
-  std::uint64_t rate = 0;  // the owner's handlers only once published
-  std::atomic<std::uint64_t> current_rate{0};  // a copy for other threads
-  std::atomic<std::uint64_t> rate_lowered{0};
-
   bool detached = false;  // guarded by SamplerCore::mutex
-  // check_health's view, guarded by SamplerCore::mutex too.
-  std::uint64_t checked_head = 0;
-  bool not_signalled = false;
 };
 
 class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
@@ -108,18 +90,11 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
   // events. Every public entry calls it first, holding mutex_.
   void adopt_after_fork();
   void add_totals(Sampler::Totals& totals, const ThreadState& state) const;
-  // Finds threads whose signals go unhandled and reports them, and lowered rates, once (sampler_health.cpp).
-  // Caller holds mutex_.
-  void check_health();
 
   std::mutex mutex_;
   std::vector<std::shared_ptr<ThreadState>> states_;  // attached, and detached with samples not yet drained
   Sampler::Totals finished_;                          // states already drained and freed
   std::uint64_t ignored_at_start_ = 0;
-  std::uint64_t not_signalled_ = 0;
-  struct Told {
-    bool blocked = false, taken = false, unhandled = false, rate = false;
-  } told_;  // what check_health has reported
   std::mutex drain_mutex_;  // drain() runs one consumer at a time per buffer
   pid_t pid_ = 0;  // the process whose threads the events in states_ belong to
 };
@@ -139,8 +114,6 @@ void unpublish_event(int fd, const ThreadState* state) noexcept;
 // were running at the fork ran on the parent's other threads, which the child does not have).
 void withdraw_inherited_event(int fd, const ThreadState* state) noexcept;
 constexpr int kMaxEventFd = 1 << 16;
-// Whether `signo` still carries the sample handler (a program may have ignored it or installed its own).
-bool sample_handler_installed(int signo) noexcept;
 // Signals with our number that were not ours (si_code <= 0, unknown fd, another thread's event).
 std::uint64_t ignored_signal_count() noexcept;
 // Runs the unwinder once from inside a handler on this thread (fills libunwind's cache for handler and

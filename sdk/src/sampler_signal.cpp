@@ -95,37 +95,9 @@ void store_kernel_sample(ThreadState& s, const SampleRecord& record) noexcept {
   bump(s.samples);
 }
 
-// Halves the thread's sampling rate: its handler could not keep up (see spend_credits).
-void lower_rate(ThreadState& s) noexcept {
-  std::uint64_t next = s.frequency_mode ? s.rate / 2 : s.rate * 2;
-  if (s.frequency_mode ? s.rate < 2 : s.rate > UINT64_MAX / 2) return;  // 1 Hz already, or no longer period
-  if (ioctl(s.fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
-  s.rate = next;
-  if (!s.frequency_mode) s.period = next;
-  s.current_rate.store(next, std::memory_order_relaxed);
-  bump(s.rate_lowered);
-}
-
-// Accounts `overflows` seen by this signal (`coalesced` of them behind another one's signal) and, once the
-// batch's credits are spent (or the kernel says so: POLL_HUP is the si_code of the overflow that reached the
-// limit), grants the next batch. A batch in which a quarter of the overflows were already queued behind
-// another when their handler ran means signals arrive faster than the handler finishes them: the rate is
-// halved rather than let the thread spend its time in the handler (or, unbounded, fill the user's queue).
-void spend_credits(ThreadState& s, std::uint64_t overflows, std::uint64_t coalesced, bool last_credit) noexcept {
-  if (s.credits == 0) return;
-  s.credit_used += static_cast<std::uint32_t>(overflows);
-  s.batch_coalesced += static_cast<std::uint32_t>(coalesced);
-  if (!last_credit && s.credit_used < s.credits) return;
-  if (s.batch_coalesced * 4 >= s.credits && s.batch_coalesced > 0) lower_rate(s);
-  s.credit_used = 0;
-  s.batch_coalesced = 0;
-  ioctl(s.fd, PERF_EVENT_IOC_REFRESH, s.credits);
-}
-
 // Lost and throttle records are counted by the RingBuffer itself (its stats, collected at detach).
-void handle_ring(ThreadState& s, const ucontext_t& uc, bool last_credit) noexcept {
+void handle_ring(ThreadState& s, const ucontext_t& uc) noexcept {
   const bool kernel_chain = s.unwinder == Unwinder::kernel;
-  const std::uint64_t lost_before = s.ring->stats().lost;
   std::uint64_t overflows = 0;
   SampleRecord newest;
   s.ring->read([&](const RecordView& view) noexcept {
@@ -136,26 +108,20 @@ void handle_ring(ThreadState& s, const ucontext_t& uc, bool last_credit) noexcep
     if (kernel_chain) store_kernel_sample(s, record);
     newest = record;
   });
-  // An overflow the kernel could not write (ring full) spent a credit too.
-  spend_credits(s, overflows + (s.ring->stats().lost - lost_before), overflows > 1 ? overflows - 1 : 0,
-                last_credit);
   if (kernel_chain || overflows == 0) return;  // no overflow behind this signal: an earlier one took its record
   // Only the newest overflow's stack is still there to unwind.
   if (overflows > 1) bump(s.lost_coalesced, overflows - 1);
   store_user_sample(s, uc, newest.time, newest.period, newest.cpu);
 }
 
-// `last_credit`: the signal says (POLL_HUP) or may hide (SIGIO stands for any number) the overflow that
-// spent the batch's last credit.
-void handle_overflow(ThreadState& s, const ucontext_t& uc, bool last_credit) noexcept {
+void handle_overflow(ThreadState& s, const ucontext_t& uc) noexcept {
   bump(s.signals);
   switch (s.rearm) {
     case Sampler::Rearm::ring_buffer:
-      handle_ring(s, uc, last_credit);
+      handle_ring(s, uc);
       break;
     case Sampler::Rearm::overflow_signal:
       store_user_sample(s, uc, monotonic_ns(), s.period, 0);
-      spend_credits(s, 1, 0, last_credit);
       break;
     case Sampler::Rearm::refresh:
       store_user_sample(s, uc, monotonic_ns(), s.period, 0);
@@ -190,8 +156,7 @@ void on_sample_signal(int, siginfo_t* info, void* context) {
     } else {
       g_ignored.fetch_add(1, std::memory_order_relaxed);
     }
-  } else if (!with_own_event(info->si_fd,
-                             [&](ThreadState& s) { handle_overflow(s, uc, info->si_code == POLL_HUP); })) {
+  } else if (!with_own_event(info->si_fd, [&](ThreadState& s) { handle_overflow(s, uc); })) {
     g_ignored.fetch_add(1, std::memory_order_relaxed);
   }
   errno = saved_errno;
@@ -208,13 +173,11 @@ void on_sigio(int signo, siginfo_t* info, void* context) {
     for (int fd = 0; fd <= highest; ++fd) {
       handled |= with_own_event(fd, [&](ThreadState& s) {
         bump(s.sigio);
-        // The ring counts overflows exactly; without one, a merged SIGIO may stand for the last credit.
-        handle_overflow(s, uc, s.rearm != Sampler::Rearm::ring_buffer);
+        handle_overflow(s, uc);
       });
     }
   } else if (info->si_code > 0) {
-    handled = with_own_event(info->si_fd,
-                             [&](ThreadState& s) { handle_overflow(s, uc, info->si_code == POLL_HUP); });
+    handled = with_own_event(info->si_fd, [&](ThreadState& s) { handle_overflow(s, uc); });
   }
   errno = saved_errno;
   if (handled) return;
@@ -308,12 +271,6 @@ void withdraw_inherited_event(int fd, const ThreadState* state) noexcept {
   // A count copied at fork() belongs to handlers on threads that do not exist in this process: nobody will
   // ever lower it, and waiting for it would hang.
   slot.readers.store(0, std::memory_order_seq_cst);
-}
-
-bool sample_handler_installed(int signo) noexcept {
-  struct sigaction current {};
-  return sigaction(signo, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
-         current.sa_sigaction == on_sample_signal;
 }
 
 std::uint64_t ignored_signal_count() noexcept { return g_ignored.load(std::memory_order_relaxed); }

@@ -30,8 +30,7 @@
 // SO_SNDTIMEO. sleep() returns early with the time left; std::this_thread::sleep_for retries by itself.
 // Code that samples itself must retry these on EINTR.
 //
-// Handler cost and safety. The handler allocates nothing, takes no lock and makes no system call (except the
-// REFRESH that grants a batch of credits, PERIOD when it lowers the rate, and
+// Handler cost and safety. The handler allocates nothing, takes no lock and makes no system call (except
 // PERF_EVENT_IOC_REFRESH in Rearm::refresh); errno is saved and restored. Unwinder::libunwind is warmed at
 // attach (per-thread cache, one trace from a normal frame and one from inside the signal handler); a later
 // cache miss resolves through dl_iterate_phdr (the loader's recursive lock) — see selfperf/unwind.hpp.
@@ -50,20 +49,9 @@
 // a child of a multithreaded parent may call the Sampler only if no other thread was inside a Sampler call
 // at the fork; a child that only exec()s or _exit()s needs nothing (the descriptors are close-on-exec).
 //
-// Signals. The signal is a real-time one (queued, one per overflow). Each thread's event runs on credits: the
-// kernel stops it after a batch of overflows (16, fewer when the ring is small) until that thread's handler
-// has seen them and grants the next batch (PERF_EVENT_IOC_REFRESH, one ioctl per batch). So a thread that
-// blocks the signal, or a program that ignores it or handles it itself, holds at most one batch of pending
-// signals per thread, never the per-user queue (RLIMIT_SIGPENDING, shared by every process of the user);
-// drain() and stop() notice such a thread (samples waiting, nothing taken), count it in
-// Totals::threads_not_signalled and say so once on stderr; when the program took the signal over, every
-// event is stopped so that its handler gets none of ours. A handler that cannot keep up (a quarter of a
-// batch's overflows found already queued behind another's signal) halves that thread's rate, counted in
-// Totals::rate_lowered and reported once; without a ring buffer (Rearm::overflow_signal) the credits alone
-// guarantee the thread one period of its own work per batch. When the queue is full all the same (other
-// processes of the user) the kernel sends SIGIO instead, which the sampler also handles (the samples are not
-// lost: the ring still holds them). An existing SIGIO handler is chained. Programs that use SIGPROF timers
-// (setitimer, timer_create) are unaffected: the sampler never touches SIGPROF.
+// The signal is a real-time one (queued, one per overflow); when the process's queue of pending signals is
+// full the kernel sends SIGIO instead, which the sampler also handles (the signal's samples are not lost:
+// the kernel ring buffer still holds them). An existing SIGIO handler is chained.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -118,9 +106,6 @@ class Sampler {
     pid_t tid = 0;
     std::uint64_t samples = 0;
     std::uint64_t lost = 0;
-    // The rate the thread ended with: Hz in frequency mode, else the period. Below the requested one when
-    // its handler could not keep up (Totals::rate_lowered).
-    std::uint64_t rate = 0;
   };
 
   struct Totals {
@@ -138,13 +123,6 @@ class Sampler {
     // Unwinder::libunwind samples kept with the frames the DWARF walk found, without libunwind's: its share of
     // the thread's time is capped at a tenth (its slow path can outlast a short sampling period).
     std::uint64_t unwound_partially = 0;
-    // Times a thread's rate was halved because signals arrived faster than its handler finished them (a
-    // quarter of a batch's overflows found queued behind another); stderr says so once per Sampler.
-    std::uint64_t rate_lowered = 0;
-    // Threads found with overflows waiting that their handler never took: they block the signal, or the
-    // program ignored it or installed its own handler for it. Each is left with at most a batch of
-    // signals pending (see "Signals" above) and is reported once per Sampler on stderr.
-    std::uint64_t threads_not_signalled = 0;
     std::vector<ThreadTotals> threads;
   };
 
