@@ -19,7 +19,7 @@ work()")
 perf record -q -e cpu-clock:u -F 999 -g -o py.data -- "${workload[@]}" 2>/dev/null \
   || { echo "skipped: perf record cannot record here"; exit 77; }
 
-"$selfperf" report -i py.data -n 10 --folded py.folded --svg py.svg > ours.txt
+"$selfperf" report -i py.data -n 100 --folded py.folded --svg py.svg > ours.txt
 cat ours.txt
 # perf report's three hottest named functions (its [.] rows, self, with -n sample counts) have the same
 # number of self samples in our table (compared by name, so that ties may sort either way; perf's

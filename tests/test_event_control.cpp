@@ -55,12 +55,12 @@ TEST_CASE("PERF_EVENT_IOC_PERIOD changes how many faults make a sample") {
   std::size_t at_100 = event.read_samples([](const selfperf::SampleRecord&) {});
   event.disable();
   INFO("samples at period 10: ", at_10, ", after PERF_EVENT_IOC_PERIOD 100: ", at_100);
-  // Upper bounds leave room for faults that are not the pages': the test's own (the ring, doctest's output) and,
-  // under ASan, the first read of each shadow page (one per 8 pages touched).
+  // Each touched page faults at least once; a sanitizer's shadow memory adds faults per page (ASan ~1.1x,
+  // TSan ~2x), so the check is on the ratio the new period makes, not on absolute counts.
   CHECK(at_10 >= 100);
-  CHECK(at_10 <= 130);
-  CHECK(at_100 >= 9);   // the first overflow after the ioctl still uses the old period
-  CHECK(at_100 <= 16);
+  CHECK(at_100 >= 9);
+  CHECK(at_10 >= 6 * at_100);   // the period went from 10 to 100 (the first overflow after it keeps the old one)
+  CHECK(at_10 <= 14 * at_100);
   CHECK_THROWS_AS(selfperf::set_sample_period(event.fd(), 0), selfperf::Error);
 }
 

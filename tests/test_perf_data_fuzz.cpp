@@ -100,7 +100,6 @@ std::vector<std::uint8_t> as_pipe_stream(const std::vector<std::uint8_t>& file) 
   for (const auto& f : r.features()) {
     auto bytes = r.feature_bytes(static_cast<PerfFeature>(f.bit));
     std::uint64_t bit = f.bit;
-    bytes.resize((bytes.size() + 7) / 8 * 8);
     perf_event_header h{kPerfRecordHeaderFeature, 0, static_cast<std::uint16_t>(sizeof h + 8 + bytes.size())};
     put(&h, sizeof h);
     put(&bit, sizeof bit);

@@ -57,7 +57,11 @@ TEST_CASE("counts a child process and the thread it starts after the attach") {
   INFO("page-faults ", totals[0].raw, ", task-clock ", totals[1].raw, " ns");
   CHECK(totals[0].event == "page-faults:u");
   CHECK(totals[0].raw >= 6000);  // the thread's faults count too: inherit
-  CHECK(totals[0].raw < 6000 * 5 / 4 + 500);  // the thread's start, and ASan's shadow pages (1 per 8)
+  // Not double-counted (12000 would be): a plain build faults ~1 per page; a sanitizer's shadow memory adds
+  // faults of its own per page (TSan ~2x), so the bound holds in plain builds only.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  CHECK(totals[0].raw < 6000 + 1000);
+#endif
   CHECK(totals[0].running_percent() == doctest::Approx(100.0));
   CHECK(totals[0].scaled() == doctest::Approx(static_cast<double>(totals[0].raw)));
   CHECK(totals[1].raw > 0);

@@ -14,6 +14,7 @@
 
 #include <elfutils/libdwfl.h>
 
+#include "selfperf/error.hpp"
 #include "selfperf/record.hpp"
 #include "selfperf/symbolizer.hpp"
 
@@ -165,16 +166,43 @@ std::string PerfDataSymbolizer::comm(std::uint32_t pid) const {
   return it == images_.end() || it->second->comm.empty() ? "pid " + std::to_string(pid) : it->second->comm;
 }
 
+void for_each_record_in_time_order(PerfDataReader& reader, const std::function<void(const PerfRecord&)>& fn) {
+  struct Item {
+    std::uint64_t time;
+    PerfRecord record;
+    std::vector<std::uint8_t> bytes;
+  };
+  std::vector<Item> items;
+  reader.rewind();
+  PerfRecord rec;
+  std::uint64_t last_time = 0;
+  while (reader.next_record(rec)) {
+    std::uint64_t time = 0;
+    try {
+      time = rec.type == PERF_RECORD_SAMPLE ? reader.decode_sample(rec).time : reader.decode_sample_id(rec).time;
+    } catch (const Error&) {
+      time = 0;
+    }
+    if (time == 0) time = last_time;  // no time (perf's synthesized records, no sample_id_all): keep its place
+    last_time = time;
+    items.push_back({time, rec, std::vector<std::uint8_t>(rec.bytes.begin(), rec.bytes.end())});
+  }
+  reader.rewind();
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.time < b.time; });
+  for (auto& item : items) {
+    item.record.bytes = item.bytes;
+    fn(item.record);
+  }
+}
+
 StackCounts perf_data_stacks(PerfDataReader& reader, const PerfDataStackOptions& options) {
   StackCounts stacks;
   PerfDataSymbolizer symbolizer;
-  reader.rewind();
-  PerfRecord rec;
   std::vector<std::string> names;
-  while (reader.next_record(rec)) {
+  for_each_record_in_time_order(reader, [&](const PerfRecord& rec) {
     if (rec.type != PERF_RECORD_SAMPLE) {
       symbolizer.observe(reader, rec);
-      continue;
+      return;
     }
     DecodedSample s = reader.decode_sample(rec);
     std::vector<std::uint64_t> frames = s.frames();
@@ -184,8 +212,7 @@ StackCounts perf_data_stacks(PerfDataReader& reader, const PerfDataStackOptions&
     for (std::size_t i = 0; i < frames.size(); ++i) names.push_back(symbolizer.name(s.pid, frames[i], i > 0));
     if (options.comm_root) names.push_back(symbolizer.comm(s.pid));
     if (!names.empty()) stacks.add_leaf_first(names);
-  }
-  reader.rewind();
+  });
   return stacks;
 }
 

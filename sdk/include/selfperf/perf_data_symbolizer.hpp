@@ -4,6 +4,7 @@
 // file can be read after the process is gone, on the machine that recorded it (the files must still be there;
 // build ids are not checked). Not for signal handlers.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,11 @@ class PerfDataSymbolizer {
   std::map<std::uint32_t, std::shared_ptr<Image>> images_;  // by pid; a fork shares its parent's until it changes
   Image& writable(std::uint32_t pid);
 };
+
+// Calls fn for every record of the file in time order (sample times, and the sample_id_all time of the others;
+// records without one keep their place). perf writes each CPU's buffer a round at a time, so a sample can come
+// before the MMAP of the image it ran in: symbolizing in file order would miss it. Reads the file from its start.
+void for_each_record_in_time_order(PerfDataReader& reader, const std::function<void(const PerfRecord&)>& fn);
 
 struct PerfDataStackOptions {
   bool comm_root = false;     // each stack under its process's command name ("comm;main;…")

@@ -87,16 +87,15 @@ int report_main(int argc, char** argv) {
       std::map<std::string, std::uint64_t> per_comm;
       std::uint64_t total = 0;
       PerfDataSymbolizer symbolizer;
-      PerfRecord rec;
-      while (reader.next_record(rec)) {
+      for_each_record_in_time_order(reader, [&](const PerfRecord& rec) {
         if (rec.type != PERF_RECORD_SAMPLE) {
           symbolizer.observe(reader, rec);
-          continue;
+          return;
         }
         auto s = reader.decode_sample(rec);
         ++per_comm[symbolizer.comm(s.pid) + " " + std::to_string(s.pid)];
         ++total;
-      }
+      });
       std::printf("# %llu samples of %s in %s\n#   Share  Samples  Command Pid\n",
                   static_cast<unsigned long long>(total), event.c_str(), input.c_str());
       std::vector<std::pair<std::uint64_t, std::string>> by_count;
