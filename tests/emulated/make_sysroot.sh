@@ -10,8 +10,10 @@ sysroot=$1
 # -dev packages for the headers, .pc files and .so links; the runtime libraries they and the guest need.
 packages=(libunwind-dev libunwind8 libdw-dev libdw1 libelf-dev libelf1 zlib1g zlib1g-dev liblzma5 liblzma-dev
           libzstd1 libbz2-1.0 libc6 libstdc++6 libgcc-s1)
+# Architecture-independent (header-only) packages the build finds in the sysroot: apt takes them without :arm64.
+all_packages=(nlohmann-json3-dev)
 stamp=$sysroot/.selfperf-packages
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${packages[*]}" ]; then exit 0; fi
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${packages[*]} ${all_packages[*]}" ]; then exit 0; fi
 
 command -v dpkg >/dev/null && command -v apt-get >/dev/null || { echo "make_sysroot: needs Debian's dpkg and apt-get" >&2; exit 1; }
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
@@ -23,7 +25,7 @@ fi
 debs=$(mktemp -d)
 chmod 755 "$debs"  # apt-get download drops privileges to _apt, which must write here
 trap 'rm -rf "$debs"' EXIT
-arm64=("${packages[@]/%/:arm64}")
+arm64=("${packages[@]/%/:arm64}" "${all_packages[@]}")
 if ! (cd "$debs" && apt-get download -qq "${arm64[@]}"); then
   # An index older than the arm64 architecture (or than the archive's current versions): refresh it once.
   [ "$(id -u)" -eq 0 ] && apt-get update -qq
@@ -40,5 +42,5 @@ find "$sysroot" -type l | while read -r link; do
   target=$(readlink "$link")
   case $target in /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$sysroot$target")" "$link" ;; esac
 done
-echo "${packages[*]}" > "$stamp"
+echo "${packages[*]} ${all_packages[*]}" > "$stamp"
 echo "make_sysroot: arm64 sysroot ready in $sysroot"
