@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 mode=${1:-demo}
 jobs=$(nproc)
 
-packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev nlohmann-json3-dev libunwind-dev libdw-dev libelf-dev
+packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev nlohmann-json3-dev libunwind-dev libdw-dev libelf-dev zlib1g-dev
           linux-perf util-linux python3)
 # golang-go: go tool pprof reads our profiles in a test; clang + libclang-rt-14-dev: the Clang build and libFuzzer.
 [ "$mode" = test ] && packages+=(chromium golang-go clang libclang-rt-14-dev)
