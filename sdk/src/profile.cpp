@@ -265,6 +265,7 @@ std::string Profiler::summary() const {
             std::to_string(t.lost_kernel) + ", coalesced " + std::to_string(t.lost_coalesced) + ")";
   }
   if (s.samples_dropped > 0) line += ", " + std::to_string(s.samples_dropped) + " dropped after a write error";
+  if (t.rate_lowered > 0) line += ", rate lowered " + std::to_string(t.rate_lowered) + "x (sampling cost too much)";
   line += "; wrote " + s.path + " (perf report -i " + s.path + "), .folded, .svg";
   return line;
 }

@@ -168,6 +168,14 @@ void SamplerCore::attach_this_thread() {
   state->unwinder = options.unwinder;
   state->rearm = options.rearm;
   state->period = options.period;
+  state->frequency_mode = options.frequency != 0;
+  const bool clock = attr.type == PERF_TYPE_SOFTWARE &&
+                     (attr.config == PERF_COUNT_SW_CPU_CLOCK || attr.config == PERF_COUNT_SW_TASK_CLOCK);
+  state->rate_is_period = !state->frequency_mode || clock;
+  state->rate = !state->frequency_mode ? options.period
+                : clock                ? std::max<std::uint64_t>(1, 1'000'000'000 / options.frequency)
+                                       : options.frequency;
+  state->current_rate.store(options.frequency ? options.frequency : options.period, std::memory_order_relaxed);
   if (options.unwinder == Unwinder::libunwind) prepare_libunwind_this_thread();
   state->fd = open_event(attr, event_name, 0, -1, -1).release();
   state->format = SampleFormat::from_attr(attr);
@@ -234,6 +242,7 @@ void SamplerCore::adopt_after_fork() {
   }
   states_.clear();
   finished_ = {};
+  told_lowered_rate_ = false;
   ignored_at_start_ = ignored_signal_count();
   pid_ = self;
 }
@@ -259,7 +268,39 @@ void SamplerCore::add_totals(Sampler::Totals& t, const ThreadState& s) const {
   t.sigio += get(s.sigio);
   t.unwound_by_libunwind += get(s.unwound_by_libunwind);
   t.unwound_partially += get(s.unwound_partially);
-  t.threads.push_back({s.tid, get(s.samples), lost});
+  t.rate_lowered += get(s.rate_lowered);
+  t.threads.push_back({s.tid, get(s.samples), lost, get(s.current_rate)});
+}
+
+void SamplerCore::report_lowered_rate() {
+  if (told_lowered_rate_) return;
+  pid_t tid = 0;
+  std::uint64_t rate = 0;
+  for (auto& s : states_) {
+    if (s->rate_lowered.load(std::memory_order_relaxed) == 0) continue;
+    tid = s->tid;
+    rate = s->current_rate.load(std::memory_order_relaxed);
+    break;
+  }
+  if (tid == 0) {  // perhaps a thread already gone, whose counts are in finished_
+    for (const auto& t : finished_.threads) {
+      if (t.rate == (options.frequency ? options.frequency : options.period)) continue;
+      tid = t.tid;
+      rate = t.rate;
+      break;
+    }
+  }
+  if (tid == 0) return;
+  told_lowered_rate_ = true;
+  auto text = [&](std::uint64_t r) {
+    return options.frequency ? std::to_string(r) + " Hz" : "a period of " + std::to_string(r);
+  };
+  std::fprintf(stderr,
+               "selfperf: sampling '%s' at %s took more than half of thread %d's time (each overflow costs the "
+               "machine more than that period allows), so its rate was lowered to %s; others may follow "
+               "(Sampler::Totals::rate_lowered). Sample less often to keep the rate you ask for.\n",
+               event_name.c_str(), text(options.frequency ? options.frequency : options.period).c_str(),
+               static_cast<int>(tid), text(rate).c_str());
 }
 
 std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
@@ -279,6 +320,7 @@ std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
     add_totals(finished_, *s);
     return true;
   });
+  report_lowered_rate();
   return n;
 }
 
@@ -287,6 +329,7 @@ Sampler::Totals SamplerCore::stop() {
   std::lock_guard lock(mutex_);
   adopt_after_fork();
   for (auto& s : states_) detach(*s);
+  report_lowered_rate();
   stopped = true;
   Sampler::Totals t = finished_;
   for (auto& s : states_) add_totals(t, *s);

@@ -14,6 +14,7 @@
 
 #include "perf_syscall.hpp"
 #include "sampler_buffer.hpp"
+#include "sampler_governor.hpp"
 #include "selfperf/record.hpp"
 #include "selfperf/ring_buffer.hpp"
 #include "selfperf/sampler.hpp"
@@ -59,6 +60,17 @@ struct ThreadState {
   std::atomic<std::uint64_t> unwound_partially{0};
   LibunwindBudget libunwind_budget;  // the owner's handlers only
 
+  // The rate in force (sample_freq in frequency mode, else sample_period), which the governor lowers when
+  // sampling takes more than half the thread's time (sampler_governor.hpp).
+  SamplingGovernor governor;  // the owner's handlers only
+  bool frequency_mode = false;  // Options::frequency; `rate` is in Hz unless the kernel made it a period:
+  // cpu-clock and task-clock turn a frequency into a fixed period at open (perf_swevent_init_hrtimer clears
+  // attr.freq), after which PERF_EVENT_IOC_PERIOD takes nanoseconds there, not Hz.
+  bool rate_is_period = true;
+  std::uint64_t rate = 0;                      // the owner's handlers only once published
+  std::atomic<std::uint64_t> current_rate{0};  // in the user's unit (Hz in frequency mode), for other threads
+  std::atomic<std::uint64_t> rate_lowered{0};
+
   bool detached = false;  // guarded by SamplerCore::mutex
 };
 
@@ -90,11 +102,14 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
   // events. Every public entry calls it first, holding mutex_.
   void adopt_after_fork();
   void add_totals(Sampler::Totals& totals, const ThreadState& state) const;
+  // Says once per sampler, on stderr, that a thread's rate was lowered. Caller holds mutex_.
+  void report_lowered_rate();
 
   std::mutex mutex_;
   std::vector<std::shared_ptr<ThreadState>> states_;  // attached, and detached with samples not yet drained
   Sampler::Totals finished_;                          // states already drained and freed
   std::uint64_t ignored_at_start_ = 0;
+  bool told_lowered_rate_ = false;
   std::mutex drain_mutex_;  // drain() runs one consumer at a time per buffer
   pid_t pid_ = 0;  // the process whose threads the events in states_ belong to
 };

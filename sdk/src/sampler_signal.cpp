@@ -1,5 +1,6 @@
 // The sampling signal handlers. Everything here runs in signal context: no allocation, no locks, no stdio;
-// the only system calls are the re-arming ioctl in refresh mode and clock_gettime (vDSO) without a ring buffer.
+// the only system calls are the re-arming ioctl in refresh mode, the rare one that lowers a thread's rate,
+// and clock_gettime (vDSO).
 #include <cerrno>
 #include <ctime>
 #include <iterator>
@@ -33,6 +34,17 @@ std::atomic<std::uint64_t> g_ignored{0};
 // allocate). The address of the marker identifies the thread.
 [[gnu::tls_model("initial-exec")]] thread_local char t_marker;
 [[gnu::tls_model("initial-exec")]] thread_local ThreadState* t_warming = nullptr;
+
+// The event descriptors this thread attached, for the SIGIO fallback, which names none: scanning the whole
+// table instead (two atomic operations per descriptor number up to the highest) costs more than a short
+// period in a program with thousands of descriptors, and SIGIO comes exactly when signals already cost too
+// much. Written by the owner alone (publish_event runs on it), read by its handlers. An entry may be stale
+// (closed by stop() on another thread, the number reused): with_own_event checks ownership. A thread with
+// more events than entries scans the table.
+constexpr int kOwnEvents = 8;
+[[gnu::tls_model("initial-exec")]] thread_local std::atomic<int> t_own_fds[kOwnEvents] = {-1, -1, -1, -1,
+                                                                                          -1, -1, -1, -1};
+[[gnu::tls_model("initial-exec")]] thread_local std::atomic<bool> t_scan_all{false};
 
 std::mutex g_install_mutex;
 int g_sample_signals[64];  // signals carrying our handler
@@ -95,39 +107,60 @@ void store_kernel_sample(ThreadState& s, const SampleRecord& record) noexcept {
   bump(s.samples);
 }
 
+// Halves the thread's rate: taking its samples cost it more than half its time (see SamplingGovernor).
+// One ioctl, rarely (at most once per window of overflows).
+void lower_rate(ThreadState& s) noexcept {
+  if (s.rate_is_period ? s.rate > UINT64_MAX / 2 : s.rate < 2) return;  // no longer period, or 1 Hz already
+  std::uint64_t next = s.rate_is_period ? s.rate * 2 : s.rate / 2;
+  if (ioctl(s.fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
+  s.rate = next;
+  if (!s.frequency_mode) s.period = next;
+  const std::uint64_t shown = !s.frequency_mode ? next : s.rate_is_period ? 1'000'000'000 / next : next;
+  s.current_rate.store(shown, std::memory_order_relaxed);
+  bump(s.rate_lowered);
+}
+
 // Lost and throttle records are counted by the RingBuffer itself (its stats, collected at detach).
-void handle_ring(ThreadState& s, const ucontext_t& uc) noexcept {
+// Returns the timestamp of the first overflow behind this signal, or `entry_ns` when there is none.
+std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t entry_ns,
+                          std::uint64_t& overflows) noexcept {
   const bool kernel_chain = s.unwinder == Unwinder::kernel;
-  std::uint64_t overflows = 0;
+  std::uint64_t first_ns = entry_ns;
   SampleRecord newest;
   s.ring->read([&](const RecordView& view) noexcept {
     if (view.type() != PERF_RECORD_SAMPLE) return;
     SampleRecord record;
     if (decode_sample(view, s.format, record) != DecodeStatus::ok) return;
-    ++overflows;
+    if (overflows++ == 0 && record.time < first_ns) first_ns = record.time;
     if (kernel_chain) store_kernel_sample(s, record);
     newest = record;
   });
-  if (kernel_chain || overflows == 0) return;  // no overflow behind this signal: an earlier one took its record
+  if (kernel_chain || overflows == 0) return first_ns;  // none behind this signal: an earlier one took it
   // Only the newest overflow's stack is still there to unwind.
   if (overflows > 1) bump(s.lost_coalesced, overflows - 1);
   store_user_sample(s, uc, newest.time, newest.period, newest.cpu);
+  return first_ns;
 }
 
 void handle_overflow(ThreadState& s, const ucontext_t& uc) noexcept {
   bump(s.signals);
+  const std::uint64_t entry_ns = monotonic_ns();
+  std::uint64_t overflow_ns = entry_ns;
+  std::uint64_t overflows = 1;
   switch (s.rearm) {
     case Sampler::Rearm::ring_buffer:
-      handle_ring(s, uc);
+      overflows = 0;
+      overflow_ns = handle_ring(s, uc, entry_ns, overflows);
       break;
     case Sampler::Rearm::overflow_signal:
-      store_user_sample(s, uc, monotonic_ns(), s.period, 0);
+      store_user_sample(s, uc, entry_ns, s.period, 0);
       break;
     case Sampler::Rearm::refresh:
-      store_user_sample(s, uc, monotonic_ns(), s.period, 0);
+      store_user_sample(s, uc, entry_ns, s.period, 0);
       ioctl(s.fd, PERF_EVENT_IOC_REFRESH, 1);
       break;
   }
+  if (s.governor.account(overflow_ns, monotonic_ns(), overflows)) lower_rate(s);
 }
 
 // Runs `fn(state)` when `fd` is one of our events owned by this thread; false otherwise.
@@ -169,12 +202,17 @@ void on_sigio(int signo, siginfo_t* info, void* context) {
   auto& uc = *static_cast<ucontext_t*>(context);
   bool handled = false;
   if (info->si_code == SI_KERNEL) {
-    int highest = g_highest_fd.load(std::memory_order_acquire);
-    for (int fd = 0; fd <= highest; ++fd) {
+    auto serve = [&](int fd) {
       handled |= with_own_event(fd, [&](ThreadState& s) {
         bump(s.sigio);
         handle_overflow(s, uc);
       });
+    };
+    if (t_scan_all.load(std::memory_order_relaxed)) {
+      const int highest = g_highest_fd.load(std::memory_order_acquire);
+      for (int fd = 0; fd <= highest; ++fd) serve(fd);
+    } else {
+      for (auto& own : t_own_fds) serve(own.load(std::memory_order_relaxed));
     }
   } else if (info->si_code > 0) {
     handled = with_own_event(info->si_fd, [&](ThreadState& s) { handle_overflow(s, uc); });
@@ -201,6 +239,22 @@ void install(int signo, void (*handler)(int, siginfo_t*, void*), struct sigactio
   sigaddset(&sa.sa_mask, signo);
   if (sigaction(signo, &sa, previous) != 0)
     throw Error("cannot install the sampling handler for signal " + std::to_string(signo), errno);
+}
+
+// On the owner thread: an entry that is free, this very fd, or no longer one of this thread's events.
+void remember_own_event(int fd) noexcept {
+  for (auto& own : t_own_fds) {
+    const int at = own.load(std::memory_order_relaxed);
+    if (at == fd) return;
+  }
+  for (auto& own : t_own_fds) {
+    const int at = own.load(std::memory_order_relaxed);
+    if (!with_own_event(at, [](ThreadState&) {})) {
+      own.store(fd, std::memory_order_relaxed);
+      return;
+    }
+  }
+  t_scan_all.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -249,6 +303,7 @@ void publish_event(int fd, ThreadState* state) {
     throw Error("sampling event fd " + std::to_string(fd) + " is beyond the sampler's table of " +
                 std::to_string(kMaxEventFd) + " descriptors; close unused descriptors or attach earlier");
   g_events[fd].state.store(state, std::memory_order_seq_cst);
+  remember_own_event(fd);
   int highest = g_highest_fd.load(std::memory_order_relaxed);
   while (fd > highest && !g_highest_fd.compare_exchange_weak(highest, fd, std::memory_order_acq_rel)) {
   }

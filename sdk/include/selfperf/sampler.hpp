@@ -106,6 +106,8 @@ class Sampler {
     pid_t tid = 0;
     std::uint64_t samples = 0;
     std::uint64_t lost = 0;
+    // The rate the thread ended with: Options::frequency (Hz) or Options::period, unless lowered (below).
+    std::uint64_t rate = 0;
   };
 
   struct Totals {
@@ -123,6 +125,9 @@ class Sampler {
     // Unwinder::libunwind samples kept with the frames the DWARF walk found, without libunwind's: its share of
     // the thread's time is capped at a tenth (its slow path can outlast a short sampling period).
     std::uint64_t unwound_partially = 0;
+    // Halvings of a thread's rate because taking its samples cost it more than half its time (a period
+    // shorter than what one overflow costs the machine: tens of µs on a VM). Said once on stderr too.
+    std::uint64_t rate_lowered = 0;
     std::vector<ThreadTotals> threads;
   };
 

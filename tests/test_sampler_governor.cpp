@@ -1,0 +1,215 @@
+// A sampling rate the machine cannot afford must not stall the program: when taking a thread's samples costs
+// it more than half its time, its rate halves (SamplingGovernor), the program finishes, and the sampler says
+// so once. A rate the machine affords is left alone.
+//
+// The cost is made by the test, not hoped for: a spy wrapped around the sampler's handler burns the thread's
+// CPU time (which cpu-clock counts) on every signal, longer than the period. Without the governor the thread
+// then spends all its time in handlers and never finishes; the spy gives up after a budget of CPU time so
+// that the test fails instead of hanging.
+#include <doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <ctime>
+#include <string>
+#include <thread>
+
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "sampler_workload.hpp"
+#include "selfperf/sampler.hpp"
+
+using selfperf_test::CodeRange;
+using selfperf::Sampler;
+using selfperf::Unwinder;
+
+SELFPERF_TEST_BURN(governed_burn, 0x67)
+
+namespace {
+
+std::uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+struct sigaction g_inner_sample;
+struct sigaction g_inner_sigio;
+std::atomic<std::uint64_t> g_spy_burn_ns{0};
+std::atomic<std::uint64_t> g_budget_ns{0};  // CPU time the spy may burn in all before it gives up
+std::atomic<std::uint64_t> g_burned_ns{0};
+std::atomic<bool> g_gave_up{false};
+
+void spy(int signo, siginfo_t* info, void* context) {
+  const std::uint64_t burn = g_spy_burn_ns.load(std::memory_order_relaxed);
+  if (burn != 0 && !g_gave_up.load(std::memory_order_relaxed)) {
+    const std::uint64_t now = thread_cpu_ns();
+    if (g_burned_ns.fetch_add(burn, std::memory_order_relaxed) > g_budget_ns.load(std::memory_order_relaxed)) {
+      // Stop this thread's events too: at this rate, even signals with an empty handler may cost the
+      // machine more than the period (a VM), and the test must end to say so.
+      g_gave_up.store(true, std::memory_order_relaxed);
+      prctl(PR_TASK_PERF_EVENTS_DISABLE, 0, 0, 0, 0);
+    } else {
+      while (thread_cpu_ns() < now + burn) {
+      }
+    }
+  }
+  const struct sigaction& inner = signo == SIGIO ? g_inner_sigio : g_inner_sample;
+  inner.sa_sigaction(signo, info, context);
+}
+
+void wrap(int signo, struct sigaction& saved) {
+  REQUIRE(sigaction(signo, nullptr, &saved) == 0);
+  REQUIRE((saved.sa_flags & SA_SIGINFO) != 0);
+  struct sigaction sa = saved;
+  sa.sa_sigaction = spy;
+  REQUIRE(sigaction(signo, &sa, nullptr) == 0);
+}
+
+// stderr into a memory file while it lives: what the sampler says.
+class CapturedStderr {
+ public:
+  CapturedStderr() : file_(memfd_create("stderr", 0)), saved_(dup(2)) {
+    REQUIRE(file_ >= 0);
+    REQUIRE(saved_ >= 0);
+    std::fflush(stderr);
+    dup2(file_, 2);
+  }
+  ~CapturedStderr() {
+    restore();
+    close(file_);
+  }
+  std::string text() {
+    restore();
+    std::string out;
+    char buf[4096];
+    for (off_t at = 0;;) {
+      ssize_t n = pread(file_, buf, sizeof buf, at);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+      at += n;
+    }
+    return out;
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+  }
+  int file_;
+  int saved_;
+};
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::atomic<std::uint64_t> g_sink{0};
+
+// CPU time of `units` bursts, unsampled: the work the sampled thread then does.
+std::uint64_t cpu_ns_of(std::uint64_t units) {
+  const std::uint64_t begin = thread_cpu_ns();
+  for (std::uint64_t i = 0; i < units; ++i) g_sink += governed_burn(2'000);
+  return thread_cpu_ns() - begin;
+}
+
+struct Run {
+  Sampler::Totals totals;
+  std::string said;
+  std::uint64_t work_ns = 0;  // the work's CPU time unsampled
+  std::uint64_t took_ns = 0;  // its CPU time sampled, handlers included
+};
+
+// About `work_ns` of CPU work on a thread sampled as `options` say, each signal costing the thread `burn_ns`
+// more in the spy; the spy gives up once it has burnt 40 times the work's own CPU time.
+Run run(Sampler::Options options, std::uint64_t work_ns, std::uint64_t burn_ns) {
+  Run r;
+  const std::uint64_t per_unit = std::max<std::uint64_t>(1, cpu_ns_of(1'000) / 1'000);
+  const std::uint64_t units = work_ns / per_unit + 1;
+  r.work_ns = cpu_ns_of(units);
+  CapturedStderr captured;
+  Sampler sampler(options);
+  sampler.start();
+  wrap(sampler.signal_number(), g_inner_sample);
+  wrap(SIGIO, g_inner_sigio);
+  g_budget_ns = 40 * r.work_ns;
+  g_burned_ns = 0;
+  g_gave_up = false;
+  g_spy_burn_ns = burn_ns;
+  std::thread worker(sampler.attached([&] {
+    const std::uint64_t begin = thread_cpu_ns();
+    for (std::uint64_t i = 0; i < units; ++i) {
+      g_sink += governed_burn(2'000);
+      selfperf_test::signal_point();
+    }
+    r.took_ns = thread_cpu_ns() - begin;
+  }));
+  worker.join();
+  g_spy_burn_ns = 0;
+  sampler.drain([](const selfperf::Sample&) {});
+  r.totals = sampler.stop();
+  sigaction(SIGIO, &g_inner_sigio, nullptr);
+  sigaction(sampler.signal_number(), &g_inner_sample, nullptr);
+  r.said = captured.text();
+  return r;
+}
+
+Sampler::Options cpu_clock(std::uint64_t period_ns) {
+  Sampler::Options o;
+  o.event = "cpu-clock";
+  o.period = period_ns;
+  o.unwinder = Unwinder::frame_pointer;
+  o.buffer_capacity = 4096;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a handler that costs more than the period: the rate halves until the thread gets its time back") {
+  // 100 µs period, 300 µs per signal: unchecked, each signal brings three more.
+  const std::uint64_t period = 100'000;
+  const Run r = run(cpu_clock(period), 20'000'000, 300'000);
+  INFO("work " << r.work_ns / 1000 << " µs unsampled, " << r.took_ns / 1000 << " µs sampled; rate lowered "
+               << r.totals.rate_lowered << " times; said: " << r.said);
+  CHECK_FALSE(g_gave_up.load());  // finished within 40 times its own CPU time
+  CHECK(r.totals.samples > 0);
+  REQUIRE(r.totals.threads.size() == 1);
+  CHECK(r.totals.rate_lowered >= 2);  // 300 µs a signal needs a period of at least 600 µs to leave half
+  CHECK(r.totals.threads[0].rate == period << r.totals.rate_lowered);
+  CHECK(count(r.said, "rate was lowered to a period of") == 1);
+  CHECK(count(r.said, "cpu-clock") == 1);
+}
+
+TEST_CASE("frequency mode on cpu-clock: the frequency halves (the kernel made it a period in ns)") {
+  Sampler::Options o = cpu_clock(0);
+  o.frequency = 10'000;  // 100 µs
+  const Run r = run(o, 20'000'000, 300'000);
+  INFO("rate lowered " << r.totals.rate_lowered << " times; said: " << r.said);
+  CHECK_FALSE(g_gave_up.load());
+  REQUIRE(r.totals.threads.size() == 1);
+  CHECK(r.totals.rate_lowered >= 2);
+  CHECK(r.totals.threads[0].rate == 10'000 >> r.totals.rate_lowered);
+  CHECK(count(r.said, "Hz") >= 2);  // asked and lowered, in Hz
+}
+
+TEST_CASE("a rate the machine affords is left alone") {
+  // 1 ms period and a plain handler: even a VM's tens of µs per overflow are a few percent. 400 ms of work:
+  // six windows of the governor's, each of which could have lowered the rate.
+  const std::uint64_t period = 1'000'000;
+  const Run r = run(cpu_clock(period), 400'000'000, 0);
+  INFO("work " << r.work_ns / 1000 << " µs; samples " << r.totals.samples << "; said: " << r.said);
+  CHECK(r.totals.samples > 0);
+  REQUIRE(r.totals.threads.size() == 1);
+  CHECK(r.totals.rate_lowered == 0);
+  CHECK(r.totals.threads[0].rate == period);
+  CHECK(count(r.said, "rate was lowered") == 0);
+}
