@@ -58,10 +58,22 @@ void route_signal(int fd, int signo, pid_t tid) {
     throw Error("cannot enable O_ASYNC on the sampling event", errno);
 }
 
+// With credits (ThreadState::credits) enabling grants the first two batches: REFRESH adds to the event's
+// limit and enables it; a plain ENABLE leaves the limit at 0, which the kernel reads as "unlimited".
 void enable(const ThreadState& s) {
-  unsigned long request = s.rearm == Sampler::Rearm::refresh ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE;
-  if (ioctl(s.fd, request, s.rearm == Sampler::Rearm::refresh ? 1 : 0) != 0)
+  const bool limited = s.rearm == Sampler::Rearm::refresh || s.credits > 0;
+  const unsigned long grant = s.rearm == Sampler::Rearm::refresh ? 1 : 2 * s.credits;
+  if (ioctl(s.fd, limited ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE, limited ? grant : 0) != 0)
     throw Error("cannot enable the sampling event", errno);
+}
+
+// Credits per batch: one grant (an ioctl) per 16 samples at most, and the two batches outstanding fit in half
+// the ring (an overflow the kernel could not write spends a credit too, but its PERF_RECORD_LOST comes only
+// with a later record).
+std::uint32_t credits_for(const perf_event_attr& attr, std::size_t ring_bytes) {
+  std::size_t record = sizeof(perf_event_header) + 4 * sizeof(std::uint64_t);  // tid, time, cpu, period
+  if (attr.sample_type & PERF_SAMPLE_CALLCHAIN) record += (attr.sample_max_stack + 8u) * sizeof(std::uint64_t);
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>(ring_bytes / record / 4, 1, 16));
 }
 
 // Detaches every sampler this thread is still attached to when the thread exits.
@@ -179,7 +191,10 @@ void SamplerCore::attach_this_thread() {
   if (options.unwinder == Unwinder::libunwind) prepare_libunwind_this_thread();
   state->fd = open_event(attr, event_name, 0, -1, -1).release();
   state->format = SampleFormat::from_attr(attr);
-  if (options.rearm == Sampler::Rearm::ring_buffer) state->ring.emplace(state->fd, options.ring_pages);
+  if (options.rearm == Sampler::Rearm::ring_buffer) {
+    state->ring.emplace(state->fd, options.ring_pages);
+    state->credits = credits_for(attr, state->ring->data_size());
+  }
 
   std::lock_guard lock(mutex_);
   if (stopped.load()) throw Error("Sampler::attach_this_thread raced with stop(): create a new Sampler");

@@ -71,6 +71,16 @@ struct ThreadState {
   std::atomic<std::uint64_t> current_rate{0};  // in the user's unit (Hz in frequency mode), for other threads
   std::atomic<std::uint64_t> rate_lowered{0};
 
+  // Credits bound the overflows a thread can have outstanding, i.e. signals queued for it, whether or not its
+  // handler runs: the kernel stops the event after event_limit overflows (armed by PERF_EVENT_IOC_REFRESH,
+  // two batches at enable) until the handler has seen a batch and grants the next. Without them a thread that
+  // blocks the signal, or whose handler a sanitizer defers (TSan runs it at its next interceptor), queues one
+  // real-time signal per overflow into the user's RLIMIT_SIGPENDING; and where delivering one costs more than
+  // the period (a VM) the thread, never reaching the handler, never gets out of delivering them. Ring mode
+  // only (the ring counts overflows exactly, lost ones included); 0: no limit.
+  std::uint32_t credits = 0;
+  std::uint64_t credit_used = 0;  // overflows seen since the last grant; the owner's handlers only
+
   bool detached = false;  // guarded by SamplerCore::mutex
 };
 

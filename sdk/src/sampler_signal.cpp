@@ -120,11 +120,30 @@ void lower_rate(ThreadState& s) noexcept {
   bump(s.rate_lowered);
 }
 
+// Accounts `overflows` the ring showed and grants the credits they spent, a batch at a time. `limit_reached`:
+// the signal says (POLL_HUP) that the kernel stopped the event at its limit; if the count did not lead to a
+// grant (a resync skipped records, or the grant came with an earlier signal), grant afresh so that the thread
+// is never left unsampled.
+void spend_credits(ThreadState& s, std::uint64_t overflows, bool limit_reached) noexcept {
+  if (s.credits == 0) return;
+  s.credit_used += overflows;
+  std::uint64_t grant = s.credit_used / s.credits * s.credits;
+  if (grant == 0 && limit_reached) {
+    grant = 2 * s.credits;
+    s.credit_used = 0;
+  } else {
+    s.credit_used -= grant;
+  }
+  if (grant != 0) ioctl(s.fd, PERF_EVENT_IOC_REFRESH, static_cast<int>(grant));
+}
+
 // Lost and throttle records are counted by the RingBuffer itself (its stats, collected at detach).
 // Returns the timestamp of the first overflow behind this signal, or `entry_ns` when there is none.
-std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t entry_ns,
+std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t entry_ns, bool limit_reached,
                           std::uint64_t& overflows) noexcept {
   const bool kernel_chain = s.unwinder == Unwinder::kernel;
+  const RingBufferStats& stats = s.ring->stats();
+  const std::uint64_t spent_before = stats.samples + stats.total_lost();
   std::uint64_t first_ns = entry_ns;
   SampleRecord newest;
   s.ring->read([&](const RecordView& view) noexcept {
@@ -135,6 +154,7 @@ std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t en
     if (kernel_chain) store_kernel_sample(s, record);
     newest = record;
   });
+  spend_credits(s, stats.samples + stats.total_lost() - spent_before, limit_reached);
   if (kernel_chain || overflows == 0) return first_ns;  // none behind this signal: an earlier one took it
   // Only the newest overflow's stack is still there to unwind.
   if (overflows > 1) bump(s.lost_coalesced, overflows - 1);
@@ -142,7 +162,7 @@ std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t en
   return first_ns;
 }
 
-void handle_overflow(ThreadState& s, const ucontext_t& uc) noexcept {
+void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached) noexcept {
   bump(s.signals);
   const std::uint64_t entry_ns = monotonic_ns();
   std::uint64_t overflow_ns = entry_ns;
@@ -150,7 +170,7 @@ void handle_overflow(ThreadState& s, const ucontext_t& uc) noexcept {
   switch (s.rearm) {
     case Sampler::Rearm::ring_buffer:
       overflows = 0;
-      overflow_ns = handle_ring(s, uc, entry_ns, overflows);
+      overflow_ns = handle_ring(s, uc, entry_ns, limit_reached, overflows);
       break;
     case Sampler::Rearm::overflow_signal:
       store_user_sample(s, uc, entry_ns, s.period, 0);
@@ -189,7 +209,8 @@ void on_sample_signal(int, siginfo_t* info, void* context) {
     } else {
       g_ignored.fetch_add(1, std::memory_order_relaxed);
     }
-  } else if (!with_own_event(info->si_fd, [&](ThreadState& s) { handle_overflow(s, uc); })) {
+  } else if (!with_own_event(info->si_fd,
+                             [&](ThreadState& s) { handle_overflow(s, uc, info->si_code == POLL_HUP); })) {
     g_ignored.fetch_add(1, std::memory_order_relaxed);
   }
   errno = saved_errno;
@@ -205,7 +226,7 @@ void on_sigio(int signo, siginfo_t* info, void* context) {
     auto serve = [&](int fd) {
       handled |= with_own_event(fd, [&](ThreadState& s) {
         bump(s.sigio);
-        handle_overflow(s, uc);
+        handle_overflow(s, uc, false);  // the fallback does not say why
       });
     };
     if (t_scan_all.load(std::memory_order_relaxed)) {
@@ -215,7 +236,8 @@ void on_sigio(int signo, siginfo_t* info, void* context) {
       for (auto& own : t_own_fds) serve(own.load(std::memory_order_relaxed));
     }
   } else if (info->si_code > 0) {
-    handled = with_own_event(info->si_fd, [&](ThreadState& s) { handle_overflow(s, uc); });
+    handled = with_own_event(info->si_fd,
+                             [&](ThreadState& s) { handle_overflow(s, uc, info->si_code == POLL_HUP); });
   }
   errno = saved_errno;
   if (handled) return;

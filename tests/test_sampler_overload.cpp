@@ -1,6 +1,8 @@
-// A sampling rate the machine cannot afford must not stall the program: when taking a thread's samples costs
-// it more than half its time, its rate halves (SamplingGovernor), the program finishes, and the sampler says
-// so once. A rate the machine affords is left alone.
+// Sampling must not overwhelm the thread it samples. A rate the machine cannot afford: when taking a thread's
+// samples costs it more than half its time, its rate halves (SamplingGovernor), the program finishes, and the
+// sampler says so once; a rate the machine affords is left alone. A thread that blocks the signal: it holds
+// at most two batches of credits' worth of queued signals, not one per overflow, and is sampled again once it
+// unblocks.
 //
 // The cost is made by the test, not hoped for: a spy wrapped around the sampler's handler burns the thread's
 // CPU time (which cpu-clock counts) on every signal, longer than the period. Without the governor the thread
@@ -15,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -42,8 +45,10 @@ std::atomic<std::uint64_t> g_spy_burn_ns{0};
 std::atomic<std::uint64_t> g_budget_ns{0};  // CPU time the spy may burn in all before it gives up
 std::atomic<std::uint64_t> g_burned_ns{0};
 std::atomic<bool> g_gave_up{false};
+std::atomic<std::uint64_t> g_deliveries{0};  // signals the spy saw, all threads
 
 void spy(int signo, siginfo_t* info, void* context) {
+  g_deliveries.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t burn = g_spy_burn_ns.load(std::memory_order_relaxed);
   if (burn != 0 && !g_gave_up.load(std::memory_order_relaxed)) {
     const std::uint64_t now = thread_cpu_ns();
@@ -212,4 +217,71 @@ TEST_CASE("a rate the machine affords is left alone") {
   CHECK(r.totals.rate_lowered == 0);
   CHECK(r.totals.threads[0].rate == period);
   CHECK(count(r.said, "rate was lowered") == 0);
+}
+
+// Runs `fn` on a thread sampled by cpu-clock every `period` ns with the spy counting deliveries; `fn` gets the
+// sampling signal number.
+template <typename Fn>
+Sampler::Totals sampled_thread(std::uint64_t period, Fn fn) {
+  Sampler sampler(cpu_clock(period));
+  sampler.start();
+  wrap(sampler.signal_number(), g_inner_sample);
+  wrap(SIGIO, g_inner_sigio);
+  g_spy_burn_ns = 0;
+  const int signo = sampler.signal_number();
+  std::thread worker(sampler.attached([&] { fn(signo); }));
+  worker.join();
+  sampler.drain([](const selfperf::Sample&) {});
+  const Sampler::Totals totals = sampler.stop();
+  sigaction(SIGIO, &g_inner_sigio, nullptr);
+  sigaction(signo, &g_inner_sample, nullptr);
+  return totals;
+}
+
+sigset_t sampling_signals(int signo) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signo);
+  sigaddset(&set, SIGIO);
+  return set;
+}
+
+void burn_periods(std::uint64_t periods, std::uint64_t period) {
+  const std::uint64_t begin = thread_cpu_ns();
+  while (thread_cpu_ns() < begin + periods * period) {
+    g_sink += governed_burn(2'000);
+    selfperf_test::signal_point();
+  }
+}
+
+TEST_CASE("a thread that takes the signal with sigwaitinfo finds two batches of credits, not one per overflow") {
+  const std::uint64_t period = 100'000;
+  std::uint64_t queued = 0;
+  sampled_thread(period, [&](int signo) {
+    const sigset_t set = sampling_signals(signo);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    burn_periods(300, period);  // without credits, 300 signals queued for this thread
+    const timespec now{0, 0};
+    while (sigtimedwait(&set, nullptr, &now) > 0) ++queued;
+  });
+  INFO("signals queued over 300 periods blocked: " << queued);
+  CHECK(queued >= 1);
+  CHECK(queued <= 32);  // two batches of at most 16
+}
+
+TEST_CASE("a thread that blocks the signal for a while is sampled again once it unblocks") {
+  const std::uint64_t period = 100'000;
+  std::uint64_t later = 0;
+  const Sampler::Totals totals = sampled_thread(period, [&](int signo) {
+    const sigset_t set = sampling_signals(signo);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    burn_periods(300, period);
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);  // what was queued is delivered here, re-arming the event
+    const std::uint64_t before = g_deliveries.load();
+    burn_periods(100, period);
+    later = g_deliveries.load() - before;
+  });
+  INFO("signals over 100 periods after unblocking: " << later << "; samples " << totals.samples);
+  CHECK(later >= 10);  // about 100 expected
+  CHECK(totals.samples >= 10);
 }
