@@ -3,14 +3,18 @@
 // whether they come from std::thread or pthread_create; threads from before start() or after stop() are not.
 #include <doctest.h>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "selfperf/sampler.hpp"
 #include "test_support.hpp"
@@ -135,4 +139,49 @@ TEST_CASE("README: every new thread, with the hook and the option") {
   sampler.drain([&](const selfperf::Sample& s) { from_thread += s.tid == seen.tid; });
   CHECK(sampler.stop().threads.size() == 1);
   CHECK(from_thread > 0);
+}
+
+TEST_CASE("near the descriptor limit, threads past the reserve run unsampled and the program keeps its own; said once") {
+  selfperf::test::CapturedStderr captured;  // its descriptors are taken before the limit is lowered
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  constexpr int kThreads = 80;
+  std::uint64_t failed = 0, program_open_failures = 0, samples = 0;
+  for (int round = 0; round < 3; ++round) {
+    Sampler sampler(options());
+    sampler.start();
+    const rlimit low{64, saved.rlim_max};
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    std::barrier all(kThreads + 1);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&] {
+        all.arrive_and_wait();  // every thread alive, each holding its event if it got one
+        selfperf::test::burn_cpu(10'000'000);
+        all.arrive_and_wait();
+      });
+    all.arrive_and_wait();
+    // The program's own descriptors: the sampler left it a reserve.
+    int fds[8];
+    for (int& fd : fds) {
+      fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) ++program_open_failures;
+    }
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+    all.arrive_and_wait();
+    for (auto& t : threads) t.join();
+    setrlimit(RLIMIT_NOFILE, &saved);
+    const Sampler::Totals totals = sampler.stop();
+    failed += totals.attach_failed;
+    samples += totals.samples;
+  }
+  const std::string text = captured.text();
+  INFO("attach failures " << failed << ", program open failures " << program_open_failures << ", samples "
+                          << samples << "; stderr: " << text);
+  CHECK(failed > 0);
+  CHECK(program_open_failures == 0);
+  CHECK(samples > 0);  // the threads that got an event were sampled
+  CHECK(selfperf::test::count(text, "not sampled") == 1);
+  CHECK(selfperf::test::count(text, "RLIMIT_NOFILE") == 1);
 }

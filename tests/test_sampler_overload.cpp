@@ -24,7 +24,11 @@
 
 #include "sampler_workload.hpp"
 #include "selfperf/sampler.hpp"
+#include "test_support.hpp"
 
+using selfperf::test::CapturedStderr;
+using selfperf::test::count;
+using selfperf::test::thread_cpu_ns;
 using selfperf_test::CodeRange;
 using selfperf::Sampler;
 using selfperf::Unwinder;
@@ -33,11 +37,6 @@ SELFPERF_TEST_BURN(governed_burn, 0x67)
 
 namespace {
 
-std::uint64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 struct sigaction g_inner_sample;
 struct sigaction g_inner_sigio;
@@ -72,50 +71,6 @@ void wrap(int signo, struct sigaction& saved) {
   struct sigaction sa = saved;
   sa.sa_sigaction = spy;
   REQUIRE(sigaction(signo, &sa, nullptr) == 0);
-}
-
-// stderr into a memory file while it lives: what the sampler says.
-class CapturedStderr {
- public:
-  CapturedStderr() : file_(memfd_create("stderr", 0)), saved_(dup(2)) {
-    REQUIRE(file_ >= 0);
-    REQUIRE(saved_ >= 0);
-    std::fflush(stderr);
-    dup2(file_, 2);
-  }
-  ~CapturedStderr() {
-    restore();
-    close(file_);
-  }
-  std::string text() {
-    restore();
-    std::string out;
-    char buf[4096];
-    for (off_t at = 0;;) {
-      ssize_t n = pread(file_, buf, sizeof buf, at);
-      if (n <= 0) break;
-      out.append(buf, static_cast<std::size_t>(n));
-      at += n;
-    }
-    return out;
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    dup2(saved_, 2);
-    close(saved_);
-    saved_ = -1;
-  }
-  int file_;
-  int saved_;
-};
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 std::atomic<std::uint64_t> g_sink{0};

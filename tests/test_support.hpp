@@ -1,11 +1,14 @@
 #pragma once
-// Helpers shared by the unit tests: CPU time of this thread, burning it, sleeping, fresh page faults.
+// Helpers shared by the unit tests: CPU time of this thread, burning it, sleeping, fresh page faults, what a
+// test's code printed on stderr.
 #include <doctest.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <ctime>
+#include <string>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -63,6 +66,50 @@ inline void touch_fresh_pages(std::size_t pages) {
   ::madvise(mem, pages * page, MADV_NOHUGEPAGE);
   for (std::size_t i = 0; i < pages; ++i) static_cast<volatile char*>(mem)[i * page] = 1;
   ::munmap(mem, pages * page);
+}
+
+// Standard error into a memory file while it lives: what the library says, for a test to count its lines.
+class CapturedStderr {
+ public:
+  CapturedStderr() : file_(memfd_create("stderr", 0)), saved_(dup(2)) {
+    REQUIRE(file_ >= 0);
+    REQUIRE(saved_ >= 0);
+    std::fflush(stderr);
+    dup2(file_, 2);
+  }
+  ~CapturedStderr() {
+    restore();
+    close(file_);
+  }
+  std::string text() {
+    restore();
+    std::string out;
+    char buf[4096];
+    for (off_t at = 0;;) {
+      ssize_t n = pread(file_, buf, sizeof buf, at);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+      at += n;
+    }
+    return out;
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+  }
+  int file_;
+  int saved_;
+};
+
+inline std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace selfperf::test

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "new_threads.hpp"
@@ -77,13 +78,35 @@ std::uint32_t credits_for(const perf_event_attr& attr, std::size_t ring_bytes) {
 }
 
 // Detaches every sampler this thread is still attached to when the thread exits.
+// A thread's exit must never turn into std::terminate: whatever detaching throws is dropped (the event
+// closes with the process at worst).
 struct ExitHook {
   std::vector<std::weak_ptr<SamplerCore>> cores;
   ~ExitHook() {
-    for (auto& weak : cores)
-      if (auto core = weak.lock()) core->detach_this_thread();
+    for (auto& weak : cores) {
+      try {
+        if (auto core = weak.lock()) core->detach_this_thread();
+      } catch (...) {
+      }
+    }
   }
 };
+
+// An event is one descriptor per thread; a program near its RLIMIT_NOFILE needs the last ones more than the
+// profiler does (its open() failing with EMFILE could take it down). A quarter of the limit, at least 16,
+// stays the program's.
+void leave_descriptors_to_the_program(int fd) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  const rlim_t reserve = std::max<rlim_t>(16, limit.rlim_cur / 4);
+  if (static_cast<rlim_t>(fd) + reserve < limit.rlim_cur) return;
+  ::close(fd);
+  throw Error("sampling event not opened for this thread: it would take descriptor " + std::to_string(fd) +
+                  " of the " + std::to_string(limit.rlim_cur) + " that RLIMIT_NOFILE allows, leaving the program " +
+                  "fewer than " + std::to_string(reserve) + " (each sampled thread holds one). Raise the limit " +
+                  "(ulimit -n) to sample every thread",
+              EMFILE);
+}
 thread_local ExitHook t_exit_hook;
 
 }  // namespace
@@ -152,14 +175,25 @@ void SamplerCore::start() {
   if (options.attach_new_threads) attach_new_threads_to(shared_from_this());
 }
 
+// Runs on a thread of the program before its own function: nothing may escape it. The first failure is
+// reported (it names the cause and the remedy); the rest, usually the same cause on every later thread, are
+// only counted (Totals::attach_failed): a program starting a thousand threads past its descriptor limit gets
+// one line, not a thousand.
 void SamplerCore::attach_new_thread() noexcept {
+  static std::atomic<bool> told{false};  // per process: a program with several samplers gets one line too
   if (stopped.load() || !started.load()) return;
   try {
     attach_this_thread();
   } catch (const std::exception& e) {
     if (stopped.load()) return;  // raced with stop(): nothing to sample any more
     attach_failed.fetch_add(1, std::memory_order_relaxed);
-    std::fprintf(stderr, "selfperf: new thread %d not sampled: %s\n", static_cast<int>(current_tid()), e.what());
+    if (!told.exchange(true))
+      std::fprintf(stderr,
+                   "selfperf: new thread %d not sampled: %s (later threads that fail the same way are only "
+                   "counted, in Sampler::Totals::attach_failed)\n",
+                   static_cast<int>(current_tid()), e.what());
+  } catch (...) {
+    attach_failed.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -189,7 +223,9 @@ void SamplerCore::attach_this_thread() {
                                        : options.frequency;
   state->current_rate.store(options.frequency ? options.frequency : options.period, std::memory_order_relaxed);
   if (options.unwinder == Unwinder::libunwind) prepare_libunwind_this_thread();
-  state->fd = open_event(attr, event_name, 0, -1, -1).release();
+  const int fd = open_event(attr, event_name, 0, -1, -1).release();
+  leave_descriptors_to_the_program(fd);  // closes it when it throws
+  state->fd = fd;
   state->format = SampleFormat::from_attr(attr);
   if (options.rearm == Sampler::Rearm::ring_buffer) {
     state->ring.emplace(state->fd, options.ring_pages);
