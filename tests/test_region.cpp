@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sampler_workload.hpp"
 #include "selfperf/selfperf.hpp"
 #include "test_support.hpp"
 
@@ -105,7 +106,16 @@ TEST_CASE("overhead calibration is off by default and measured when asked") {
     REQUIRE(empty.calls() == 100);
     fewest_faults = std::min(fewest_faults, empty.totals(1).sum);
   }
-  CHECK(fewest_faults == 0);
+  if (selfperf_test::kTsan) {
+    // ThreadSanitizer records every instrumented call in a per-thread trace that moves into fresh pages as it
+    // fills (and releases old ones): the same binary faults 3, 2, 0, 0, 4 pages in its five rounds, every run,
+    // and another start position (ctest's environment) can leave no clean round. The scopes' own share is
+    // what stays: fewer than one fault per ten scopes.
+    MESSAGE("TSan: fewest page faults in a round of 100 empty scopes: " << fewest_faults);
+    CHECK(fewest_faults < 10);
+  } else {
+    CHECK(fewest_faults == 0);
+  }
 }
 
 TEST_CASE("the region table derives ratios from the events present") {
