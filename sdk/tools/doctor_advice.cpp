@@ -55,7 +55,11 @@ constexpr const char* kDescriptorFix =
     "each counter takes one descriptor, the sampler one per thread: ulimit -n 4096 (systemd: LimitNOFILE=; "
     "Docker: --ulimit nofile=4096:4096)";
 
-bool out_of_descriptors(const std::string& error) { return error.find(std::strerror(EMFILE)) != std::string::npos; }
+// The library's own refusal (the sampler leaves the program a reserve of descriptors) names the limit, not
+// EMFILE's text.
+bool out_of_descriptors(const std::string& error) {
+  return error.find(std::strerror(EMFILE)) != std::string::npos || error.find("RLIMIT_NOFILE") != std::string::npos;
+}
 
 constexpr const char* kSeccompFix =
     "allow perf_event_open in the container's seccomp profile. Docker's default profile allows it only with "
