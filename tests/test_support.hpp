@@ -50,6 +50,12 @@ inline void burn_cpu(std::uint64_t ns) {
   }
 }
 
+inline std::uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 // Sleeps `ms` milliseconds, the whole of it even if a signal interrupts the sleep.
 inline void sleep_ms(long ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000};

@@ -294,6 +294,8 @@ void SamplerCore::adopt_after_fork() {
   states_.clear();
   finished_ = {};
   told_lowered_rate_ = false;
+  not_signalled_ = 0;
+  told_ = {};
   ignored_at_start_ = ignored_signal_count();
   pid_ = self;
 }
@@ -360,6 +362,7 @@ std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
   {
     std::lock_guard lock(mutex_);
     adopt_after_fork();
+    check_health();
     snapshot = states_;
   }
   std::size_t n = 0;
@@ -379,6 +382,7 @@ Sampler::Totals SamplerCore::stop() {
   if (options.attach_new_threads) stop_attaching_new_threads(this);  // before the lock: the hook attaches under it
   std::lock_guard lock(mutex_);
   adopt_after_fork();
+  if (!stopped.load()) check_health();
   for (auto& s : states_) detach(*s);
   report_lowered_rate();
   stopped = true;
@@ -386,6 +390,7 @@ Sampler::Totals SamplerCore::stop() {
   for (auto& s : states_) add_totals(t, *s);
   if (started.load()) t.ignored = ignored_signal_count() - ignored_at_start_;
   t.attach_failed = attach_failed.load();
+  t.threads_not_signalled = not_signalled_;
   return t;
 }
 

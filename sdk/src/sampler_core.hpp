@@ -82,6 +82,11 @@ struct ThreadState {
   std::uint64_t credit_used = 0;  // overflows seen since the last grant; the owner's handlers only
 
   bool detached = false;  // guarded by SamplerCore::mutex
+  // check_health's view (guarded by SamplerCore::mutex): the ring head it last saw and since when it has
+  // not moved with records unread.
+  std::uint64_t checked_head = 0;
+  std::uint64_t stalled_since_ns = 0;
+  bool not_signalled = false;
 };
 
 class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
@@ -114,12 +119,19 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
   void add_totals(Sampler::Totals& totals, const ThreadState& state) const;
   // Says once per sampler, on stderr, that a thread's rate was lowered. Caller holds mutex_.
   void report_lowered_rate();
+  // Finds threads whose signals go unhandled (blocked, taken with sigwaitinfo, the handler replaced or the
+  // signal ignored by the program) and reports each kind once (sampler_health.cpp). Caller holds mutex_.
+  void check_health();
 
   std::mutex mutex_;
   std::vector<std::shared_ptr<ThreadState>> states_;  // attached, and detached with samples not yet drained
   Sampler::Totals finished_;                          // states already drained and freed
   std::uint64_t ignored_at_start_ = 0;
   bool told_lowered_rate_ = false;
+  std::uint64_t not_signalled_ = 0;
+  struct Told {
+    bool blocked = false, taken = false, unhandled = false;
+  } told_;  // what check_health has reported
   std::mutex drain_mutex_;  // drain() runs one consumer at a time per buffer
   pid_t pid_ = 0;  // the process whose threads the events in states_ belong to
 };
@@ -139,6 +151,8 @@ void unpublish_event(int fd, const ThreadState* state) noexcept;
 // were running at the fork ran on the parent's other threads, which the child does not have).
 void withdraw_inherited_event(int fd, const ThreadState* state) noexcept;
 constexpr int kMaxEventFd = 1 << 16;
+// Whether `signo` still carries the sample handler (a program may have ignored it or installed its own).
+bool sample_handler_installed(int signo) noexcept;
 // Signals with our number that were not ours (si_code <= 0, unknown fd, another thread's event).
 std::uint64_t ignored_signal_count() noexcept;
 // Runs the unwinder once from inside a handler on this thread (fills libunwind's cache for handler and

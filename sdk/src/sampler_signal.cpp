@@ -180,7 +180,7 @@ void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached) n
       ioctl(s.fd, PERF_EVENT_IOC_REFRESH, 1);
       break;
   }
-  if (s.governor.account(overflow_ns, monotonic_ns(), overflows)) lower_rate(s);
+  if (s.governor.account(overflow_ns, entry_ns, monotonic_ns(), overflows)) lower_rate(s);
 }
 
 // Runs `fn(state)` when `fd` is one of our events owned by this thread; false otherwise.
@@ -348,6 +348,12 @@ void withdraw_inherited_event(int fd, const ThreadState* state) noexcept {
   // A count copied at fork() belongs to handlers on threads that do not exist in this process: nobody will
   // ever lower it, and waiting for it would hang.
   slot.readers.store(0, std::memory_order_seq_cst);
+}
+
+bool sample_handler_installed(int signo) noexcept {
+  struct sigaction current {};
+  return sigaction(signo, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+         current.sa_sigaction == on_sample_signal;
 }
 
 std::uint64_t ignored_signal_count() noexcept { return g_ignored.load(std::memory_order_relaxed); }

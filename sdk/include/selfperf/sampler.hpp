@@ -128,6 +128,10 @@ class Sampler {
     // Halvings of a thread's rate because taking its samples cost it more than half its time (a period
     // shorter than what one overflow costs the machine: tens of µs on a VM). Said once on stderr too.
     std::uint64_t rate_lowered = 0;
+    // Threads found with samples waiting that their handler never took for a second or more: the thread
+    // blocks the signal, takes it itself (sigwaitinfo, signalfd), or the program ignored it or installed its own
+    // handler. Each kind is said once on stderr, with what to do.
+    std::uint64_t threads_not_signalled = 0;
     std::vector<ThreadTotals> threads;
   };
 

@@ -1,0 +1,92 @@
+// Checks drain() and stop() make on the threads' behalf, outside any signal handler: a thread whose samples
+// wait in its ring and are never taken. With credits such a thread costs little (the kernel stops its event at
+// 32 overflows) but it is not sampled, and the user must hear why, once per kind.
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <utility>
+
+#include <sys/ioctl.h>
+
+#include "perf_syscall.hpp"
+#include "sampler_core.hpp"
+
+namespace selfperf::detail {
+
+namespace {
+
+// A pending signal is delivered as soon as its thread runs; a second of no progress with records unread is
+// not scheduling (a loaded two-core machine delays a thread by milliseconds, not seconds).
+constexpr std::uint64_t kStallNs = 1'000'000'000;
+
+bool first_time(bool& told) noexcept { return !std::exchange(told, true); }
+
+std::uint64_t monotonic_now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// Whether /proc says `tid` blocks `signo` (SigBlk is a hex mask, bit signo-1).
+bool blocks_signal(pid_t tid, int signo) {
+  std::string status;
+  try {
+    status = read_text_file("/proc/self/task/" + std::to_string(tid) + "/status");
+  } catch (const std::exception&) {
+    return false;
+  }
+  const std::size_t at = status.find("SigBlk:");
+  if (at == std::string::npos) return false;
+  const std::uint64_t mask = std::strtoull(status.c_str() + at + 7, nullptr, 16);
+  return signo >= 1 && signo <= 64 && (mask >> (signo - 1) & 1) != 0;
+}
+
+}  // namespace
+
+void SamplerCore::check_health() {
+  const int sig = signo.load();
+  if (sig == 0 || !started.load()) return;
+  const std::uint64_t now = monotonic_now_ns();
+  for (auto& state : states_) {
+    ThreadState& s = *state;
+    if (s.detached || !s.ring || s.not_signalled) continue;
+    perf_event_mmap_page* page = s.ring->control();
+    const std::uint64_t head = std::atomic_ref<__u64>(page->data_head).load(std::memory_order_acquire);
+    const std::uint64_t tail = std::atomic_ref<__u64>(page->data_tail).load(std::memory_order_acquire);
+    if (head == tail || head != s.checked_head) {
+      s.checked_head = head;
+      s.stalled_since_ns = 0;
+      continue;
+    }
+    if (s.stalled_since_ns == 0) s.stalled_since_ns = now;
+    if (now - s.stalled_since_ns < kStallNs) continue;
+    s.not_signalled = true;
+    ++not_signalled_;
+    if (blocks_signal(s.tid, sig)) {
+      if (first_time(told_.blocked))
+        std::fprintf(stderr,
+                     "selfperf: thread %d blocks signal %d, which carries the sampler's samples: it is not sampled "
+                     "while it does (others may too: Sampler::Totals::threads_not_signalled). Leave that signal "
+                     "unblocked (pthread_sigmask) in threads you want profiled.\n",
+                     static_cast<int>(s.tid), sig);
+    } else if (!sample_handler_installed(sig)) {
+      // Whatever handles the signal now is the program's: it gets none of ours from here on.
+      for (auto& other : states_)
+        if (!other->detached) ioctl(other->fd, PERF_EVENT_IOC_DISABLE, 0);
+      if (first_time(told_.taken))
+        std::fprintf(stderr,
+                     "selfperf: the program ignored signal %d or installed its own handler for it, and the sampler "
+                     "uses it: sampling stopped. Give the sampler a signal the program leaves alone "
+                     "(Sampler::Options::signal).\n",
+                     sig);
+    } else if (first_time(told_.unhandled)) {
+      std::fprintf(stderr,
+                   "selfperf: thread %d has samples waiting that its signal handler never took (signal %d, taken "
+                   "by sigwaitinfo or signalfd?): it is not sampled again.\n",
+                   static_cast<int>(s.tid), sig);
+    }
+  }
+}
+
+}  // namespace selfperf::detail
