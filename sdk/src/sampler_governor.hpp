@@ -7,61 +7,65 @@
 // kernel's own limit (perf_cpu_time_max_percent) only weighs PMU interrupt handlers, never this.
 //
 // So each thread's handler watches its own share. The time from the end of one handler run to the end of the
-// next splits in three: the program ran until the overflow's timestamp (the ring record's, or the handler's
-// entry without a ring), the kernel then delivered the signal, and the handler ran. Over a window of
-// overflows, when delivery and handler took more than the program got, the thread's rate halves.
+// next splits at the overflow's timestamp (the ring record's, or the handler's entry without a ring): before
+// it the program ran, after it the kernel delivered the signal and the handler ran. An overflow stamped
+// during the previous run gave the program nothing. Over a window of overflows, when sampling took more than
+// the program got, the thread's rate halves.
 //
-// Delivery is charged at the window's smallest, not each run's: the kernel switches a thread out at the
-// return to user space that follows the scheduler's request, and for a busy thread that is most often the
-// return that delivers our signal (the next interrupt after the tick is usually the overflow's), so one run
-// in three or four carries a wait for the CPU there on a loaded machine. Summed, those waits lowered an
-// honest 1 ms rate under TSan at load 6 on two cores, 2 runs in 4. Interrupt entry before the timestamp counts
-// as the program's: the share is an underestimate, so a rate is lowered late rather than for nothing.
+// Time the thread waited for a CPU falls in either part, and mostly in sampling's: the kernel switches a busy
+// thread out at the return to user space after the scheduler's request, which is most often the return that
+// delivers our signal (the overflow's interrupt usually comes before the next tick). Summed, those waits
+// lowered an honest 1 ms rate under TSan at load 6 on two cores, 2 runs in 4. So the window's waits (its
+// wall time less the thread's CPU time: one clock_gettime per window) are taken from sampling's part, as if
+// all fell there. Interrupt entry before the timestamp counts as the program's. Both err the same way: a rate
+// is lowered late, never for a cost that is not there.
 #include <cstdint>
 
 namespace selfperf::detail {
 
 class SamplingGovernor {
  public:
-  static constexpr std::uint32_t kWindow = 64;  // overflows per verdict: one descheduling cannot decide it
+  static constexpr std::uint32_t kWindow = 64;  // overflows per verdict
 
-  // Accounts one handler run that served `overflows` overflows, the first at `overflow_ns`, and ran from
-  // `entry_ns` to `exit_ns` (CLOCK_MONOTONIC). True when the window just closed gave sampling more than half.
-  bool account(std::uint64_t overflow_ns, std::uint64_t entry_ns, std::uint64_t exit_ns,
-               std::uint64_t overflows) noexcept {
-    if (last_exit_ns_ != 0 && entry_ns >= last_exit_ns_ && exit_ns >= entry_ns) {
-      // An overflow stamped before the previous run ended happened during it: the program got nothing.
-      const std::uint64_t start = overflow_ns > last_exit_ns_ ? (overflow_ns < entry_ns ? overflow_ns : entry_ns)
-                                                              : last_exit_ns_;
-      program_ns_ += start - last_exit_ns_;
-      handler_ns_ += exit_ns - entry_ns;
-      // Only an overflow stamped after the previous run measures a delivery; a run that found the ring empty
-      // (its overflow taken by an earlier run) cost one too, charged the same.
-      if (overflows > 0 && overflow_ns > last_exit_ns_) {
-        const std::uint64_t delivery = entry_ns - start;
-        if (!measured_ || delivery < least_delivery_ns_) least_delivery_ns_ = delivery;
-        measured_ = true;
-      }
-      ++runs_;
+  // Accounts one handler run that served `overflows` overflows, the first at `overflow_ns`, and ended at
+  // `exit_ns` (CLOCK_MONOTONIC). `thread_cpu_ns` reads the thread's CPU time; it is called once per window.
+  // True when the window just closed gave sampling more than the program.
+  bool account(std::uint64_t overflow_ns, std::uint64_t exit_ns, std::uint64_t overflows,
+               std::uint64_t (*thread_cpu_ns)() noexcept) noexcept {
+    if (last_exit_ns_ == 0 || exit_ns < last_exit_ns_) {  // the first run opens the first window
+      open(exit_ns, thread_cpu_ns());
+      return false;
     }
+    const std::uint64_t split =
+        overflow_ns > last_exit_ns_ ? (overflow_ns < exit_ns ? overflow_ns : exit_ns) : last_exit_ns_;
+    program_ns_ += split - last_exit_ns_;
+    sampling_ns_ += exit_ns - split;
     last_exit_ns_ = exit_ns;
     seen_ += static_cast<std::uint32_t>(overflows < kWindow ? overflows : kWindow);
     if (seen_ < kWindow) return false;
-    const bool too_much = handler_ns_ + runs_ * least_delivery_ns_ > program_ns_;
-    seen_ = runs_ = 0;
-    program_ns_ = handler_ns_ = least_delivery_ns_ = 0;
-    measured_ = false;
+    const std::uint64_t cpu = thread_cpu_ns();
+    const std::uint64_t wall = exit_ns - window_wall_ns_;
+    const std::uint64_t ran = cpu > window_cpu_ns_ ? cpu - window_cpu_ns_ : 0;
+    const std::uint64_t waited = wall > ran ? wall - ran : 0;
+    const bool too_much = sampling_ns_ > program_ns_ + waited;
+    open(exit_ns, cpu);
     return too_much;
   }
 
  private:
+  void open(std::uint64_t wall_ns, std::uint64_t cpu_ns) noexcept {
+    last_exit_ns_ = window_wall_ns_ = wall_ns;
+    window_cpu_ns_ = cpu_ns;
+    program_ns_ = sampling_ns_ = 0;
+    seen_ = 0;
+  }
+
   std::uint64_t last_exit_ns_ = 0;
+  std::uint64_t window_wall_ns_ = 0;
+  std::uint64_t window_cpu_ns_ = 0;
   std::uint64_t program_ns_ = 0;
-  std::uint64_t handler_ns_ = 0;
-  std::uint64_t least_delivery_ns_ = 0;
-  std::uint32_t runs_ = 0;
+  std::uint64_t sampling_ns_ = 0;
   std::uint32_t seen_ = 0;
-  bool measured_ = false;
 };
 
 }  // namespace selfperf::detail

@@ -58,6 +58,13 @@ std::uint64_t monotonic_ns() noexcept {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+// CLOCK_THREAD_CPUTIME_ID is a system call (no vDSO path): the governor asks once per window.
+std::uint64_t thread_cpu_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 // A thread's counters are written only by its own handlers, which never nest (each masks the other): a plain
 // increment published with a relaxed store, not a locked read-modify-write (~20 cycles each, several per
 // sample). Readers on other threads see a value at most one sample behind.
@@ -180,7 +187,7 @@ void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached) n
       ioctl(s.fd, PERF_EVENT_IOC_REFRESH, 1);
       break;
   }
-  if (s.governor.account(overflow_ns, entry_ns, monotonic_ns(), overflows)) lower_rate(s);
+  if (s.governor.account(overflow_ns, monotonic_ns(), overflows, thread_cpu_ns)) lower_rate(s);
 }
 
 // Runs `fn(state)` when `fd` is one of our events owned by this thread; false otherwise.
