@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "group_pages.hpp"
+#include "counting/group_pages.hpp"
 #include "interleaved.hpp"
 #include "selfperf/counter_group.hpp"
 #include "selfperf/mmap_read.hpp"

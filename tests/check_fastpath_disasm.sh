@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The production fast path (read_self / read_self_group: read_mmap_page with rdpmc and rdtsc) must be
 # straight-line code: no call and no tail jump out of the function. Disassembles the out-of-line
-# instantiations compiled into the library (sdk/src/hw_read.cpp) and fails on any such instruction.
+# instantiations compiled into the library (sdk/src/counting/hw_read.cpp) and fails on any such instruction.
 # On aarch64 (a native or a cross build) the same holds for the mrs reads of the PMU's counter registers.
 # usage: check_fastpath_disasm.sh <build-dir> <source-dir>
 set -euo pipefail

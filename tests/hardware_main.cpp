@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 
 int main(int argc, char** argv) {
   if (!selfperf::detail::hardware_cycles_available()) {

@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "selfperf/hw_read.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include <linux/perf_event.h>
 
-#include "arm64_user_access.hpp"
+#include "events/arm64_user_access.hpp"
 
 namespace fs = std::filesystem;
 using namespace selfperf::detail;

@@ -10,7 +10,7 @@
 
 #include <linux/perf_event.h>
 
-#include "group_pages.hpp"
+#include "counting/group_pages.hpp"
 #include "selfperf/counter_group.hpp"
 
 namespace {

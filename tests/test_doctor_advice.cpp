@@ -6,7 +6,7 @@
 #include <string>
 
 #include "doctor_advice.hpp"
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 
 namespace {
 

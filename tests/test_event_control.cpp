@@ -10,7 +10,7 @@
 #include <cstring>
 #include <set>
 
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/event_control.hpp"

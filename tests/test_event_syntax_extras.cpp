@@ -14,7 +14,7 @@
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/sampling_event.hpp"
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 
 using selfperf::EventSpec;
 using selfperf::parse_event;

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 

@@ -14,7 +14,7 @@
 #include <linux/perf_event.h>
 #include <sys/mman.h>
 
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "selfperf/mmap_read.hpp"
 
 namespace {

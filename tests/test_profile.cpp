@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "fork_guard.hpp"
+#include "profiling/fork_guard.hpp"
 #include "perf_data_test_util.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/perf_data_reader.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "perf_data_test_util.hpp"
-#include "profile_output.hpp"
+#include "profiling/profile_output.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/perf_data_reader.hpp"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "fake_ring.hpp"
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/record.hpp"
 #include "selfperf/ring_buffer.hpp"

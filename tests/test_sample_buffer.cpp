@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "sampler_buffer.hpp"
+#include "sampling/sampler_buffer.hpp"
 #include "test_support.hpp"
 
 using selfperf::Sample;

@@ -14,8 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "perf_syscall.hpp"
-#include "sampler_core.hpp"
+#include "events/perf_syscall.hpp"
+#include "sampling/sampler_core.hpp"
 #include "sampler_workload.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/sampler.hpp"

@@ -26,7 +26,7 @@
 
 #include <pthread.h>
 
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "sampler_workload.hpp"
 #include "selfperf/sampler.hpp"
 

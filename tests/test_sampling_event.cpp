@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/sampling_event.hpp"
 #include "test_support.hpp"

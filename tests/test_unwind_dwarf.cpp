@@ -15,7 +15,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "dwarf_cfi.hpp"
+#include "unwinding/dwarf_cfi.hpp"
 #include "sampler_workload.hpp"
 #include "selfperf/unwind.hpp"
 #include "test_support.hpp"

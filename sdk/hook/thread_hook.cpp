@@ -13,7 +13,7 @@
 #include <cerrno>
 #include <new>
 
-extern "C" void selfperf_thread_started() noexcept;  // sdk/src/new_threads.cpp
+extern "C" void selfperf_thread_started() noexcept;  // sdk/src/sampling/new_threads.cpp
 
 // Its presence is how the library knows the hook is linked in (a weak reference there).
 extern "C" const int selfperf_thread_hook_linked = 1;

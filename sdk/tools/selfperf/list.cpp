@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "perf_syscall.hpp"
+#include "events/perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 

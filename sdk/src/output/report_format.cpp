@@ -1,0 +1,34 @@
+#include "output/report_format.hpp"
+
+#include <charconv>
+#include <cmath>
+
+namespace selfperf::detail {
+
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + '"';
+}
+
+std::string csv_number(double value) {
+  if (!std::isfinite(value)) return "";
+  char buf[32];
+  // Plain notation for integral values below 2^53 ("1310295847", not "1.310295847e+09"); shortest round-trip
+  // otherwise.
+  const bool integral = value == std::floor(value) && std::fabs(value) < 9007199254740992.0;
+  auto result = integral ? std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, 0)
+                         : std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, result.ptr);
+}
+
+std::string event_unit(std::string_view event) {
+  const std::string_view base = event.substr(0, event.find(':'));
+  return base == "task-clock" || base == "cpu-clock" ? "ns" : "count";
+}
+
+}  // namespace selfperf::detail

@@ -1,0 +1,376 @@
+// The sampling signal handlers. Everything here runs in signal context: no allocation, no locks, no stdio;
+// the only system calls are the re-arming ioctl in refresh mode, the rare one that lowers a thread's rate,
+// and clock_gettime (vDSO).
+#include <cerrno>
+#include <ctime>
+#include <iterator>
+#include <string>
+
+#include <sched.h>
+
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sampling/sampler_core.hpp"
+#include "selfperf/error.hpp"
+#include "selfperf/tsc_clock.hpp"
+
+namespace selfperf::detail {
+
+namespace {
+
+// The fd → event table the handlers search by si_fd. `readers` counts handlers between loading `state` and
+// finishing with it: unpublish waits for it to drain before the state may be freed.
+struct EventSlot {
+  std::atomic<ThreadState*> state{nullptr};
+  std::atomic<std::uint32_t> readers{0};
+};
+EventSlot g_events[kMaxEventFd];
+std::atomic<int> g_highest_fd{-1};
+std::atomic<std::uint64_t> g_ignored{0};
+
+// Initial-exec TLS: reading it in a handler is one %fs-relative access, never __tls_get_addr (which may
+// allocate). The address of the marker identifies the thread.
+[[gnu::tls_model("initial-exec")]] thread_local char t_marker;
+[[gnu::tls_model("initial-exec")]] thread_local ThreadState* t_warming = nullptr;
+
+// The event descriptors this thread attached, for the SIGIO fallback, which names none: scanning the whole
+// table instead (two atomic operations per descriptor number up to the highest) costs more than a short
+// period in a program with thousands of descriptors, and SIGIO comes exactly when signals already cost too
+// much. Written by the owner alone (publish_event runs on it), read by its handlers. An entry may be stale
+// (closed by stop() on another thread, the number reused): with_own_event checks ownership. A thread with
+// more events than entries scans the table.
+constexpr int kOwnEvents = 8;
+[[gnu::tls_model("initial-exec")]] thread_local std::atomic<int> t_own_fds[kOwnEvents] = {-1, -1, -1, -1,
+                                                                                          -1, -1, -1, -1};
+[[gnu::tls_model("initial-exec")]] thread_local std::atomic<bool> t_scan_all{false};
+
+std::mutex g_install_mutex;
+int g_sample_signals[64];  // signals carrying our handler
+int g_sample_signal_count = 0;
+bool g_sigio_installed = false;
+struct sigaction g_previous_sigio;
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// CLOCK_THREAD_CPUTIME_ID is a system call (no vDSO path): the governor asks once per window.
+std::uint64_t thread_cpu_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// A thread's counters are written only by its own handlers, which never nest (each masks the other): a plain
+// increment published with a relaxed store, not a locked read-modify-write (~20 cycles each, several per
+// sample). Readers on other threads see a value at most one sample behind.
+void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
+  RegisterState regs = RegisterState::from(uc);
+  if (s.unwinder == Unwinder::libunwind) {
+    const DwarfWalk walk = unwind_dwarf(regs, s.stack, out, s.code);
+    if (walk.complete) return walk.frames;
+    // Within libunwind's budget (see LibunwindBudget); beyond it the sample keeps the frames the DWARF walk found.
+    const std::uint64_t begin = TscClock::now_tsc();
+    if (!s.libunwind_budget.allows(begin)) {
+      bump(s.unwound_partially);
+      return walk.frames;
+    }
+    bump(s.unwound_by_libunwind);
+    const std::size_t n = unwind_libunwind(regs, out);
+    s.libunwind_budget.spent(begin, TscClock::now_tsc());
+    return n;
+  }
+  return unwind_frame_pointer(regs, s.stack, out, s.code);
+}
+
+void store_user_sample(ThreadState& s, const ucontext_t& uc, std::uint64_t time, std::uint64_t period,
+                       std::uint32_t cpu) noexcept {
+  std::span<std::uint64_t> frames = s.buffer.reserve();
+  if (frames.empty()) {
+    bump(s.lost_buffer_full);
+    return;
+  }
+  std::size_t n = unwind_user(s, uc, frames);
+  s.buffer.commit(s.tid, time, period, cpu, n);
+  bump(s.samples);
+}
+
+void store_kernel_sample(ThreadState& s, const SampleRecord& record) noexcept {
+  std::span<std::uint64_t> frames = s.buffer.reserve();
+  if (frames.empty()) {
+    bump(s.lost_buffer_full);
+    return;
+  }
+  std::size_t n = strip_context_markers(record.callchain, frames, /*user_only=*/true);
+  s.buffer.commit(s.tid, record.time, record.period, record.cpu, n);
+  bump(s.samples);
+}
+
+// Halves the thread's rate: taking its samples cost it more than half its time (see SamplingGovernor).
+// One ioctl, rarely (at most once per window of overflows).
+void lower_rate(ThreadState& s) noexcept {
+  if (s.rate_is_period ? s.rate > UINT64_MAX / 2 : s.rate < 2) return;  // no longer period, or 1 Hz already
+  std::uint64_t next = s.rate_is_period ? s.rate * 2 : s.rate / 2;
+  if (ioctl(s.fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
+  s.rate = next;
+  if (!s.frequency_mode) s.period = next;
+  const std::uint64_t shown = !s.frequency_mode ? next : s.rate_is_period ? 1'000'000'000 / next : next;
+  s.current_rate.store(shown, std::memory_order_relaxed);
+  bump(s.rate_lowered);
+}
+
+// Accounts `overflows` the ring showed and grants the credits they spent, a batch at a time. `limit_reached`:
+// the signal says (POLL_HUP) that the kernel stopped the event at its limit; if the count did not lead to a
+// grant (a resync skipped records, or the grant came with an earlier signal), grant afresh so that the thread
+// is never left unsampled.
+void spend_credits(ThreadState& s, std::uint64_t overflows, bool limit_reached) noexcept {
+  if (s.credits == 0) return;
+  s.credit_used += overflows;
+  std::uint64_t grant = s.credit_used / s.credits * s.credits;
+  if (grant == 0 && limit_reached) {
+    grant = 2 * s.credits;
+    s.credit_used = 0;
+  } else {
+    s.credit_used -= grant;
+  }
+  if (grant != 0) ioctl(s.fd, PERF_EVENT_IOC_REFRESH, static_cast<int>(grant));
+}
+
+// Lost and throttle records are counted by the RingBuffer itself (its stats, collected at detach).
+// Returns the timestamp of the first overflow behind this signal, or `entry_ns` when there is none.
+std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t entry_ns, bool limit_reached,
+                          std::uint64_t& overflows) noexcept {
+  const bool kernel_chain = s.unwinder == Unwinder::kernel;
+  const RingBufferStats& stats = s.ring->stats();
+  const std::uint64_t spent_before = stats.samples + stats.total_lost();
+  std::uint64_t first_ns = entry_ns;
+  SampleRecord newest;
+  s.ring->read([&](const RecordView& view) noexcept {
+    if (view.type() != PERF_RECORD_SAMPLE) return;
+    SampleRecord record;
+    if (decode_sample(view, s.format, record) != DecodeStatus::ok) return;
+    if (overflows++ == 0 && record.time < first_ns) first_ns = record.time;
+    if (kernel_chain) store_kernel_sample(s, record);
+    newest = record;
+  });
+  spend_credits(s, stats.samples + stats.total_lost() - spent_before, limit_reached);
+  if (kernel_chain || overflows == 0) return first_ns;  // none behind this signal: an earlier one took it
+  // Only the newest overflow's stack is still there to unwind.
+  if (overflows > 1) bump(s.lost_coalesced, overflows - 1);
+  store_user_sample(s, uc, newest.time, newest.period, newest.cpu);
+  return first_ns;
+}
+
+void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached) noexcept {
+  bump(s.signals);
+  const std::uint64_t entry_ns = monotonic_ns();
+  std::uint64_t overflow_ns = entry_ns;
+  std::uint64_t overflows = 1;
+  switch (s.rearm) {
+    case Sampler::Rearm::ring_buffer:
+      overflows = 0;
+      overflow_ns = handle_ring(s, uc, entry_ns, limit_reached, overflows);
+      break;
+    case Sampler::Rearm::overflow_signal:
+      store_user_sample(s, uc, entry_ns, s.period, 0);
+      break;
+    case Sampler::Rearm::refresh:
+      store_user_sample(s, uc, entry_ns, s.period, 0);
+      ioctl(s.fd, PERF_EVENT_IOC_REFRESH, 1);
+      break;
+  }
+  if (s.governor.account(overflow_ns, monotonic_ns(), overflows, thread_cpu_ns)) lower_rate(s);
+}
+
+// Runs `fn(state)` when `fd` is one of our events owned by this thread; false otherwise.
+template <typename Fn>
+bool with_own_event(int fd, Fn&& fn) noexcept {
+  if (fd < 0 || fd >= kMaxEventFd) return false;
+  EventSlot& slot = g_events[fd];
+  // seq_cst on both sides (here and in unpublish_event): the reader count is raised before the pointer is
+  // read, the pointer is cleared before the count is checked, so no handler keeps a pointer unpublish missed.
+  slot.readers.fetch_add(1, std::memory_order_seq_cst);
+  ThreadState* s = slot.state.load(std::memory_order_seq_cst);
+  // Another thread's event: a signal queued before its fd number was closed and reused.
+  bool ours = s != nullptr && s->thread_marker == &t_marker;
+  if (ours) fn(*s);
+  slot.readers.fetch_sub(1, std::memory_order_release);
+  return ours;
+}
+
+void on_sample_signal(int, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  auto& uc = *static_cast<ucontext_t*>(context);
+  if (info->si_code <= 0) {  // sent by a process (kill, tgkill, sigqueue), not by the kernel for an event
+    if (ThreadState* warming = t_warming) {
+      std::uint64_t frames[64];
+      unwind_user(*warming, uc, frames);
+    } else {
+      g_ignored.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else if (!with_own_event(info->si_fd,
+                             [&](ThreadState& s) { handle_overflow(s, uc, info->si_code == POLL_HUP); })) {
+    g_ignored.fetch_add(1, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+}
+
+// The kernel sends SIGIO (SI_KERNEL, no fd) when it cannot queue the real-time signal. It is directed at the
+// thread that owns the event, so service every event of this thread.
+void on_sigio(int signo, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  auto& uc = *static_cast<ucontext_t*>(context);
+  bool handled = false;
+  if (info->si_code == SI_KERNEL) {
+    auto serve = [&](int fd) {
+      handled |= with_own_event(fd, [&](ThreadState& s) {
+        bump(s.sigio);
+        handle_overflow(s, uc, false);  // the fallback does not say why
+      });
+    };
+    if (t_scan_all.load(std::memory_order_relaxed)) {
+      const int highest = g_highest_fd.load(std::memory_order_acquire);
+      for (int fd = 0; fd <= highest; ++fd) serve(fd);
+    } else {
+      for (auto& own : t_own_fds) serve(own.load(std::memory_order_relaxed));
+    }
+  } else if (info->si_code > 0) {
+    handled = with_own_event(info->si_fd,
+                             [&](ThreadState& s) { handle_overflow(s, uc, info->si_code == POLL_HUP); });
+  }
+  errno = saved_errno;
+  if (handled) return;
+  const struct sigaction& prev = g_previous_sigio;
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(signo, info, context);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
+    prev.sa_handler(signo);
+  }
+  // SIG_DFL for SIGIO terminates: a stray SIGIO that is not ours is dropped rather than killing the process.
+}
+
+void install(int signo, void (*handler)(int, siginfo_t*, void*), struct sigaction* previous) {
+  struct sigaction sa {};
+  sa.sa_sigaction = handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  // The two handlers never nest on one thread: they share the thread's ring buffer and sample buffer.
+  sigaddset(&sa.sa_mask, SIGIO);
+  for (int i = 0; i < g_sample_signal_count; ++i) sigaddset(&sa.sa_mask, g_sample_signals[i]);
+  sigaddset(&sa.sa_mask, signo);
+  if (sigaction(signo, &sa, previous) != 0)
+    throw Error("cannot install the sampling handler for signal " + std::to_string(signo), errno);
+}
+
+// On the owner thread: an entry that is free, this very fd, or no longer one of this thread's events.
+void remember_own_event(int fd) noexcept {
+  for (auto& own : t_own_fds) {
+    const int at = own.load(std::memory_order_relaxed);
+    if (at == fd) return;
+  }
+  for (auto& own : t_own_fds) {
+    const int at = own.load(std::memory_order_relaxed);
+    if (!with_own_event(at, [](ThreadState&) {})) {
+      own.store(fd, std::memory_order_relaxed);
+      return;
+    }
+  }
+  t_scan_all.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+const void* this_thread_marker() noexcept { return &t_marker; }
+
+int install_signal_handlers(int requested) {
+  std::lock_guard lock(g_install_mutex);
+  int signo = requested;
+  if (signo == 0) {
+    // The first real-time signal nobody handles; SIGRTMIN..+3 are left to libraries that hard-code them.
+    for (int i = 0; i < g_sample_signal_count && signo == 0; ++i) signo = g_sample_signals[i];
+    for (int s = SIGRTMIN + 4; s <= SIGRTMAX && signo == 0; ++s) {
+      struct sigaction current {};
+      if (sigaction(s, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+          current.sa_handler == SIG_DFL)
+        signo = s;
+    }
+    if (signo == 0)
+      throw Error("no free real-time signal for the sampler: every one from SIGRTMIN+4 has a handler; set "
+                  "Sampler::Options::signal to one the program does not use");
+  } else if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || signo == SIGSEGV ||
+             signo == SIGBUS || signo == SIGFPE || signo == SIGILL) {
+    throw Error("Sampler::Options::signal " + std::to_string(signo) +
+                " cannot carry samples: use a real-time signal (SIGRTMIN..SIGRTMAX) or 0 to pick one");
+  }
+  bool known = false;
+  for (int i = 0; i < g_sample_signal_count; ++i) known |= g_sample_signals[i] == signo;
+  if (!known && signo != SIGIO) {
+    if (g_sample_signal_count == static_cast<int>(std::size(g_sample_signals)))
+      throw Error("too many distinct sampling signals in one process");
+    install(signo, on_sample_signal, nullptr);
+    g_sample_signals[g_sample_signal_count++] = signo;
+    // SIGIO's mask must cover the new signal too.
+    if (g_sigio_installed) install(SIGIO, on_sigio, nullptr);
+  }
+  if (!g_sigio_installed) {
+    install(SIGIO, on_sigio, &g_previous_sigio);
+    g_sigio_installed = true;
+  }
+  return signo;
+}
+
+void publish_event(int fd, ThreadState* state) {
+  if (fd < 0 || fd >= kMaxEventFd)
+    throw Error("sampling event fd " + std::to_string(fd) + " is beyond the sampler's table of " +
+                std::to_string(kMaxEventFd) + " descriptors; close unused descriptors or attach earlier");
+  g_events[fd].state.store(state, std::memory_order_seq_cst);
+  remember_own_event(fd);
+  int highest = g_highest_fd.load(std::memory_order_relaxed);
+  while (fd > highest && !g_highest_fd.compare_exchange_weak(highest, fd, std::memory_order_acq_rel)) {
+  }
+}
+
+void unpublish_event(int fd, const ThreadState* state) noexcept {
+  if (fd < 0 || fd >= kMaxEventFd) return;
+  EventSlot& slot = g_events[fd];
+  ThreadState* expected = const_cast<ThreadState*>(state);
+  slot.state.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst);
+  // Handlers that loaded the pointer finish in bounded time (no blocking inside): wait them out.
+  while (slot.readers.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
+void withdraw_inherited_event(int fd, const ThreadState* state) noexcept {
+  if (fd < 0 || fd >= kMaxEventFd) return;
+  EventSlot& slot = g_events[fd];
+  ThreadState* expected = const_cast<ThreadState*>(state);
+  if (!slot.state.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst)) return;
+  // A count copied at fork() belongs to handlers on threads that do not exist in this process: nobody will
+  // ever lower it, and waiting for it would hang.
+  slot.readers.store(0, std::memory_order_seq_cst);
+}
+
+bool sample_handler_installed(int signo) noexcept {
+  struct sigaction current {};
+  return sigaction(signo, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+         current.sa_sigaction == on_sample_signal;
+}
+
+std::uint64_t ignored_signal_count() noexcept { return g_ignored.load(std::memory_order_relaxed); }
+
+void warm_up_from_signal(int signo, ThreadState& state) noexcept {
+  t_warming = &state;
+  // Delivered before tgkill returns: the signal is unblocked and aimed at this very thread.
+  syscall(SYS_tgkill, getpid(), state.tid, signo);
+  t_warming = nullptr;
+  state.libunwind_budget = {};  // a cold warm-up fallback must not delay the first samples
+}
+
+}  // namespace selfperf::detail
