@@ -9,8 +9,8 @@
 
 #include <sys/ioctl.h>
 
-#include "perf_syscall.hpp"
-#include "sampler_core.hpp"
+#include "events/perf_syscall.hpp"
+#include "sampling/sampler_core.hpp"
 
 namespace selfperf::detail {
 
