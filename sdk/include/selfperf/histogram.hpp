@@ -204,6 +204,16 @@ class Histogram {
   // are exact integers (sum is a decimal string in the impossible case it exceeds 2^64); min, max, mean, stddev
   // are null and percentiles empty when nothing was recorded.
   std::string to_json(const HistogramFormat& format = {}) const;
+  // HdrHistogram's percentile distribution text (what its outputPercentileDistribution prints, saved as .hgrm
+  // and read by HdrHistogram's plotFiles.html and HistogramLogAnalyzer): a header, one row per percentile tick
+  // (Value, Percentile as a fraction, TotalCount, 1/(1-Percentile)), the ticks halving the distance to 100%
+  // with `ticks_per_half_distance` rows per half, then the Mean/StdDeviation, Max/Total count and
+  // Buckets/SubBuckets footer. Values are divided by `value_unit_ratio` (1000 prints ns as µs). Each row's
+  // Value is percentile() at its TotalCount (min for the 0% row, max for the 100% row); this layout is
+  // HdrHistogram's with 2 significant digits, so the rows, counts and footer match Java's output for the
+  // same data, except that Java prints each bucket's highest value where this prints the clamped midpoint.
+  // Throws std::invalid_argument unless value_unit_ratio is finite and > 0 and ticks_per_half_distance >= 1.
+  std::string to_hdr_text(double value_unit_ratio = 1.0, int ticks_per_half_distance = 5) const;
 
   bool operator==(const Histogram&) const = default;
 

@@ -67,6 +67,7 @@ class Scope {
   CounterGroup& group_;
   Region& region_;
   Scope* outer_;
+  std::uint64_t begin_ns_;  // CLOCK_MONOTONIC at the start while a Timeline is attached, else 0
   GroupReading before_;
 };
 

@@ -26,6 +26,7 @@
 #include "selfperf/sampling_event.hpp"
 #include "selfperf/symbolizer.hpp"
 #include "selfperf/task_counters.hpp"
+#include "selfperf/timeline.hpp"
 #include "selfperf/perf_data_symbolizer.hpp"
 #include "selfperf/tsc_clock.hpp"
 #include "selfperf/unwind.hpp"

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "selfperf/error.hpp"
+#include "counting/timeline_state.hpp"
 
 namespace selfperf {
 
@@ -124,6 +125,7 @@ const FrameRecord& FrameLoop::end(const GroupReading& reading, std::uint64_t now
   }
   ++frames_;
   open_ = false;
+  detail::timeline_record_frame(frame, names_.size(), start_ns_, now_ns);
   return frame;
 }
 

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "counting/timeline_state.hpp"
 #include "output/report_format.hpp"
 
 namespace selfperf {
@@ -60,7 +61,9 @@ void Region::merge(const Region& other) noexcept {
   }
 }
 
-Scope::Scope(CounterGroup& group, Region& region) : group_(group), region_(region), outer_(current_scope) {
+Scope::Scope(CounterGroup& group, Region& region)
+    : group_(group), region_(region), outer_(current_scope),
+      begin_ns_(detail::timeline_attached() ? detail::timeline_now_ns() : 0) {
   if (outer_ && !region_.parent_ && &outer_->region_ != &region_) region_.parent_ = &outer_->region_;
   current_scope = this;
   group_.read(before_);
@@ -70,6 +73,10 @@ Scope::~Scope() {
   GroupReading after;
   group_.read(after);
   region_.record(before_, after, group_.overhead());
+  // The clock after the read and before it in the constructor: an enclosed scope's span lies inside this one's.
+  if (begin_ns_ != 0)
+    detail::timeline_record_scope(region_.name(), before_, after, group_.overhead(), begin_ns_,
+                                  detail::timeline_now_ns());
   current_scope = outer_;
 }
 
