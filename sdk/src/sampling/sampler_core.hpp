@@ -138,6 +138,8 @@ class SamplerCore : public std::enable_shared_from_this<SamplerCore> {
 
 // ---- signal side (sampler_signal.cpp) ----
 
+// CLOCK_MONOTONIC in ns, usable in a handler: the handlers' and the health checks' clock.
+std::uint64_t monotonic_ns() noexcept;
 // Unique per live thread, readable from a handler without a system call.
 const void* this_thread_marker() noexcept;
 // Installs the sample handler on `requested` (0: pick a free real-time signal) and the SIGIO fallback;

@@ -3,7 +3,6 @@
 // 32 overflows) but it is not sampled, and the user must hear why, once per kind.
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <string>
 #include <utility>
 
@@ -21,12 +20,6 @@ namespace {
 constexpr std::uint64_t kStallNs = 1'000'000'000;
 
 bool first_time(bool& told) noexcept { return !std::exchange(told, true); }
-
-std::uint64_t monotonic_now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 // Whether /proc says `tid` blocks `signo` (SigBlk is a hex mask, bit signo-1).
 bool blocks_signal(pid_t tid, int signo) {
@@ -47,7 +40,7 @@ bool blocks_signal(pid_t tid, int signo) {
 void SamplerCore::check_health() {
   const int sig = signo.load();
   if (sig == 0 || !started.load()) return;
-  const std::uint64_t now = monotonic_now_ns();
+  const std::uint64_t now = monotonic_ns();
   for (auto& state : states_) {
     ThreadState& s = *state;
     if (s.detached || !s.ring || s.not_signalled) continue;

@@ -52,12 +52,6 @@ int g_sample_signal_count = 0;
 bool g_sigio_installed = false;
 struct sigaction g_previous_sigio;
 
-std::uint64_t monotonic_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 // CLOCK_THREAD_CPUTIME_ID is a system call (no vDSO path): the governor asks once per window.
 std::uint64_t thread_cpu_ns() noexcept {
   timespec ts;
@@ -287,6 +281,12 @@ void remember_own_event(int fd) noexcept {
 }
 
 }  // namespace
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call, safe in a handler
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 const void* this_thread_marker() noexcept { return &t_marker; }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "merge.hpp"
 #include "selfperf/error.hpp"
 
@@ -42,45 +43,26 @@ struct RecordArgs {
   std::vector<std::string> command;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "selfperf record: %s\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
 RecordArgs parse_record(int argc, char** argv) {
   RecordArgs a;
-  int i = 0;
-  auto value = [&](const char* option) -> std::string {
-    if (i + 1 >= argc) usage_error(std::string(option) + " needs a value");
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg == "-o" || arg == "--output") a.output = value("-o");
-    else if (arg == "-F" || arg == "--freq") a.frequency = value("-F");
-    else if (arg == "-e" || arg == "--event") a.event = value("-e");
-    else if (arg == "-q" || arg == "--quiet") a.quiet = true;
-    else if (arg == "--call-graph" || arg.rfind("--call-graph=", 0) == 0) {
-      const std::string mode = arg == "--call-graph" ? value("--call-graph") : arg.substr(13);
+  Options o("record", kUsage, argc, argv);
+  while (o.next()) {
+    if (o.is("-o", "--output")) a.output = o.value();
+    else if (o.is("-F", "--freq")) a.frequency = o.value();
+    else if (o.is("-e", "--event")) a.event = o.value();
+    else if (o.is("-q", "--quiet")) a.quiet = true;
+    else if (o.is("--call-graph") || o.arg().rfind("--call-graph=", 0) == 0) {
+      const std::string mode = o.is("--call-graph") ? o.value() : o.arg().substr(13);
       if (mode == "dwarf") a.unwinder = "libunwind";
       else if (mode == "fp") a.unwinder = "frame_pointer";
       else if (mode == "kernel") a.unwinder = "kernel";
-      else usage_error("--call-graph " + mode + ": use dwarf, fp or kernel");
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (!arg.empty() && arg[0] == '-') {
-      usage_error("unknown option " + arg);
+      else o.fail("--call-graph " + mode + ": use dwarf, fp or kernel");
     } else {
-      break;  // the command, without --
+      o.unknown();
     }
   }
-  for (; i < argc; ++i) a.command.emplace_back(argv[i]);
-  if (a.command.empty()) usage_error("give the command to profile after --");
+  a.command = o.rest();
+  if (a.command.empty()) o.fail("give the command to profile after --");
   return a;
 }
 

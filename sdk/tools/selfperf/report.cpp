@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "pprof.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/flame_graph.hpp"
@@ -29,11 +30,6 @@ constexpr const char* kUsage =
     "  --folded OUT  folded stacks (flamegraph.pl, speedscope, inferno); --svg OUT  SVG flame graph\n"
     "  --pprof OUT   gzipped profile.proto (go tool pprof, Pyroscope, Parca)\n";
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "selfperf report: %s\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
 void write_file(const std::string& path, const std::string& what, auto write) {
   std::ofstream out(path);
   if (!out) throw Error("cannot write " + what + " to " + path);
@@ -48,38 +44,28 @@ int report_main(int argc, char** argv) {
   std::string input = "perf.data", sort = "sym", folded, svg, pprof;
   std::size_t rows = 20;
   bool comm_root = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "-i" || a == "--input") {
-      input = value();
-    } else if (a == "-n") {
-      std::string v = value();
-      char* end = nullptr;
-      unsigned long n = std::strtoul(v.c_str(), &end, 10);
-      if (v.empty() || *end || n == 0) usage_error("-n takes a positive number, not '" + v + "'");
-      rows = n;
-    } else if (a == "--sort" || a == "-s") {
-      sort = value();
-      if (sort != "sym" && sort != "comm") usage_error("--sort takes sym or comm, not '" + sort + "'");
-    } else if (a == "--comm") {
+  Options o("report", kUsage, argc, argv);
+  while (o.next()) {
+    if (o.is("-i", "--input")) {
+      input = o.value();
+    } else if (o.is("-n")) {
+      rows = o.positive_value();
+    } else if (o.is("-s", "--sort")) {
+      sort = o.value();
+      if (sort != "sym" && sort != "comm") o.fail("--sort takes sym or comm, not '" + sort + "'");
+    } else if (o.is("--comm")) {
       comm_root = true;
-    } else if (a == "--folded") {
-      folded = value();
-    } else if (a == "--svg") {
-      svg = value();
-    } else if (a == "--pprof") {
-      pprof = value();
+    } else if (o.is("--folded")) {
+      folded = o.value();
+    } else if (o.is("--svg")) {
+      svg = o.value();
+    } else if (o.is("--pprof")) {
+      pprof = o.value();
     } else {
-      usage_error("unknown option '" + a + "'");
+      o.unknown();
     }
   }
+  if (const auto extra = o.rest(); !extra.empty()) o.fail("unexpected argument '" + extra[0] + "'");
   try {
     PerfDataReader reader{std::filesystem::path(input)};
     std::string event = reader.events().empty() ? "?" : reader.events()[0].name;

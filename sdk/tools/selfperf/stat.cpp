@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "events/perf_syscall.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
@@ -43,51 +44,28 @@ struct StatArgs {
   std::vector<std::string> command;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "selfperf stat: %s\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
 StatArgs parse(int argc, char** argv) {
   StatArgs a;
-  int i = 0;
-  auto value = [&](const char* option) -> std::string {
-    if (i + 1 >= argc) usage_error(std::string(option) + " needs a value");
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (arg == "-e" || arg == "--event") {
-      for (auto& group : split_event_groups(value("-e")))
+  Options o("stat", kUsage, argc, argv);
+  while (o.next()) {
+    if (o.is("-e", "--event")) {
+      for (auto& group : split_event_groups(o.value()))
         for (auto& e : group) a.events.push_back(e);
-    } else if (arg == "-p" || arg == "--pid") {
-      std::string v = value("-p");
-      char* end = nullptr;
-      long pid = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || pid <= 0) usage_error("-p takes a process id, not '" + v + "'");
-      a.pid = static_cast<pid_t>(pid);
-    } else if (arg == "--per-thread") {
+    } else if (o.is("-p", "--pid")) {
+      a.pid = static_cast<pid_t>(o.positive_value());
+    } else if (o.is("--per-thread")) {
       a.per_thread = true;
-    } else if (arg == "-x" || arg == "--field-separator") {
-      a.separator = value("-x");
-    } else if (arg.rfind("-x", 0) == 0 && arg.size() > 2) {  // perf's -x, form
-      a.separator = arg.substr(2);
-    } else if (!arg.empty() && arg[0] == '-') {
-      usage_error("unknown option '" + arg + "'");
+    } else if (o.is("-x", "--field-separator")) {
+      a.separator = o.value();
+    } else if (o.arg().rfind("-x", 0) == 0) {  // perf's -x, form
+      a.separator = o.arg().substr(2);
     } else {
-      break;
+      o.unknown();
     }
   }
-  for (; i < argc; ++i) a.command.emplace_back(argv[i]);
-  if (a.pid != 0 && !a.command.empty()) usage_error("give either -p PID or a command, not both");
-  if (a.pid == 0 && a.command.empty()) usage_error("no command to count (and no -p PID)");
+  a.command = o.rest();
+  if (a.pid != 0 && !a.command.empty()) o.fail("give either -p PID or a command, not both");
+  if (a.pid == 0 && a.command.empty()) o.fail("no command to count (and no -p PID)");
   if (a.events.empty()) {
     a.events = {"task-clock", "context-switches", "cpu-migrations", "page-faults"};
     if (detail::hardware_cycles_available())
