@@ -9,8 +9,12 @@
 // So each thread's handler watches its own share. The time from the end of one handler run to the end of the
 // next splits at the overflow's timestamp (the ring record's, or the handler's entry without a ring): before
 // it the program ran, after it the kernel delivered the signal and the handler ran. An overflow stamped
-// during the previous run gave the program nothing. Over a window of overflows, when sampling took more than
-// the program got, the thread's rate halves.
+// during the previous run gave the program nothing. A run that found no overflow in the ring (an earlier run
+// took the record its signal was queued for) gave the program nothing either: that signal was pending while
+// the earlier run read the ring and came at its return, so the whole span is sampling's. Counting it as the
+// program's, as this class first did, hid an overload behind its own backlog: at a period of 200 µs and
+// 300 µs a signal, one run in four was such a signal, and CI saw the rate halve once where it needed twice.
+// Over a window of overflows, when sampling took more than the program got, the thread's rate halves.
 //
 // Time the thread waited for a CPU falls in either part, and mostly in sampling's: the kernel switches a busy
 // thread out at the return to user space after the scheduler's request, which is most often the return that
@@ -27,17 +31,18 @@ class SamplingGovernor {
  public:
   static constexpr std::uint32_t kWindow = 64;  // overflows per verdict
 
-  // Accounts one handler run that served `overflows` overflows, the first at `overflow_ns`, and ended at
-  // `exit_ns` (CLOCK_MONOTONIC). `thread_cpu_ns` reads the thread's CPU time; it is called once per window.
-  // True when the window just closed gave sampling more than the program.
+  // Accounts one handler run that served `overflows` overflows (0: its signal's record was taken already),
+  // the first at `overflow_ns`, and ended at `exit_ns` (CLOCK_MONOTONIC). `thread_cpu_ns` reads the thread's
+  // CPU time; it is called once per window. True when the window just closed gave sampling more than the
+  // program.
   bool account(std::uint64_t overflow_ns, std::uint64_t exit_ns, std::uint64_t overflows,
                std::uint64_t (*thread_cpu_ns)() noexcept) noexcept {
     if (last_exit_ns_ == 0 || exit_ns < last_exit_ns_) {  // the first run opens the first window
       open(exit_ns, thread_cpu_ns());
       return false;
     }
-    const std::uint64_t split =
-        overflow_ns > last_exit_ns_ ? (overflow_ns < exit_ns ? overflow_ns : exit_ns) : last_exit_ns_;
+    std::uint64_t split = last_exit_ns_;
+    if (overflows != 0 && overflow_ns > last_exit_ns_) split = overflow_ns < exit_ns ? overflow_ns : exit_ns;
     program_ns_ += split - last_exit_ns_;
     sampling_ns_ += exit_ns - split;
     last_exit_ns_ = exit_ns;

@@ -163,7 +163,9 @@ std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t en
   return first_ns;
 }
 
-void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached) noexcept {
+// `named`: the signal named this event (si_fd). SIGIO's fallback names none and serves each of the thread's
+// events; one it finds nothing for had no overflow, and its governor is not told of the run.
+void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached, bool named = true) noexcept {
   bump(s.signals);
   const std::uint64_t entry_ns = monotonic_ns();
   std::uint64_t overflow_ns = entry_ns;
@@ -181,6 +183,7 @@ void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached) n
       ioctl(s.fd, PERF_EVENT_IOC_REFRESH, 1);
       break;
   }
+  if (overflows == 0 && !named) return;
   if (s.governor.account(overflow_ns, monotonic_ns(), overflows, thread_cpu_ns)) lower_rate(s);
 }
 
@@ -227,7 +230,7 @@ void on_sigio(int signo, siginfo_t* info, void* context) {
     auto serve = [&](int fd) {
       handled |= with_own_event(fd, [&](ThreadState& s) {
         bump(s.sigio);
-        handle_overflow(s, uc, false);  // the fallback does not say why
+        handle_overflow(s, uc, /*limit_reached=*/false, /*named=*/false);  // the fallback says neither
       });
     };
     if (t_scan_all.load(std::memory_order_relaxed)) {
