@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "profiling/fork_guard.hpp"
+#include "sampling/fork_guard.hpp"
 #include "perf_data_test_util.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/perf_data_reader.hpp"
@@ -132,7 +132,7 @@ TEST_CASE("fork() waits until a profiler's drain thread is between passes") {
   // The drain thread's lock, held here as if mid-pass. The forking thread must block in fork() until it is
   // released: once that thread is seen asleep, fork() must not have returned yet.
   std::mutex work;
-  detail::fork_waits_for(work);
+  detail::fork_waits_for(work, detail::ForkLockRank::profiler);
   work.lock();
   std::atomic<pid_t> forker_tid{0};
   std::atomic<bool> fork_returned{false};
@@ -150,4 +150,32 @@ TEST_CASE("fork() waits until a profiler's drain thread is between passes") {
   forker.join();
   CHECK(fork_returned.load());
   detail::fork_no_longer_waits_for(work);
+}
+
+TEST_CASE("fork() takes the library's locks outermost first, whatever order they were registered in") {
+  // A profiler's drain pass holds its lock and then takes its sampler's; here the outer lock is registered
+  // first, the inner one after. Were the inner one taken first at fork (the order of registration reversed,
+  // as it once was), fork() would hold it while waiting for the outer one, and the drain pass, wanting the
+  // inner one next, would never give the outer one back.
+  std::mutex outer;
+  std::mutex inner;
+  detail::fork_waits_for(outer, detail::ForkLockRank::profiler);
+  detail::fork_waits_for(inner, detail::ForkLockRank::leaf);
+  outer.lock();
+  std::atomic<pid_t> forker_tid{0};
+  std::thread forker([&] {
+    forker_tid = static_cast<pid_t>(::gettid());
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+  });
+  while (forker_tid == 0 || thread_state(forker_tid) != 'S') std::this_thread::yield();
+  const bool inner_free = inner.try_lock();  // the drain pass's next step
+  CHECK(inner_free);
+  if (inner_free) inner.unlock();
+  outer.unlock();
+  forker.join();
+  detail::fork_no_longer_waits_for(inner);
+  detail::fork_no_longer_waits_for(outer);
 }

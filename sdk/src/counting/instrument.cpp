@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "sampling/fork_guard.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "events/perf_syscall.hpp"
@@ -35,7 +36,12 @@ struct Registry {
 };
 
 Registry& registry() {
-  static Registry* r = new Registry;  // never destroyed: threads may retire during static destruction
+  static Registry* r = [] {
+    auto* created = new Registry;  // never destroyed: threads may retire during static destruction
+    // A thread meeting its first scope while another forks must not leave the child's registry locked.
+    detail::fork_waits_for(created->mutex, detail::ForkLockRank::leaf);
+    return created;
+  }();
   return *r;
 }
 

@@ -2,7 +2,7 @@
 // created with the first sample and finished at stop().
 #include "selfperf/profile.hpp"
 
-#include "profiling/fork_guard.hpp"
+#include "sampling/fork_guard.hpp"
 #include "sampling/new_threads.hpp"
 #include "perf_data/perf_data_features.hpp"
 #include "profiling/profile_output.hpp"
@@ -151,8 +151,6 @@ void Profiler::start() {
   if (so.unwinder == Unwinder::libunwind) so.unwinder = Unwinder::frame_pointer;
 #endif
   so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
-  s.sampler.emplace(so);
-
   so.max_depth = s.options.max_depth;
   s.sampler.emplace(so);
 
@@ -167,7 +165,8 @@ void Profiler::start() {
 
   s.sampler->start();
   s.sampler->attach_this_thread();
-  detail::fork_waits_for(s.mu);  // the drainer allocates under mu: a fork must not copy it mid-pass
+  // The drainer allocates under mu: a fork must not copy it mid-pass.
+  detail::fork_waits_for(s.mu, detail::ForkLockRank::profiler);
   s.start_drainer();
 }
 

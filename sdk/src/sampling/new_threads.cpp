@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "sampling/fork_guard.hpp"
 #include "sampling/sampler_core.hpp"
 
 // Defined by sdk/hook/thread_hook.cpp; absent (null) when the hook is not linked in.
@@ -25,6 +26,8 @@ std::vector<std::weak_ptr<SamplerCore>>& cores() {
 }
 
 }  // namespace
+
+void registry_waits_for_fork() { fork_waits_for(g_mutex, ForkLockRank::leaf); }
 
 bool thread_hook_present() noexcept { return &selfperf_thread_hook_linked != nullptr; }
 

@@ -12,6 +12,8 @@ bool thread_hook_present() noexcept;
 // From now on every thread the hook sees starting is attached to `core` before its function runs.
 void attach_new_threads_to(const std::shared_ptr<SamplerCore>& core);
 void stop_attaching_new_threads(const SamplerCore* core);
+// Makes fork() wait for the registry's lock (fork_guard.hpp); once per process.
+void registry_waits_for_fork();
 
 }  // namespace selfperf::detail
 

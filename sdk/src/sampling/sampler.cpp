@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "sampling/fork_guard.hpp"
 #include "sampling/new_threads.hpp"
 #include "sampling/sampler_core.hpp"
 #include "selfperf/error.hpp"
@@ -154,9 +155,16 @@ SamplerCore::SamplerCore(Sampler::Options o) : options(std::move(o)) {
   }
   event_name = spec.name.empty() ? text : spec.name;
   pid_ = getpid();
+  // A thread attaches or detaches under mutex_ whenever a thread starts or ends; a fork in between would leave
+  // the child's copy held for good.
+  sampling_locks_wait_for_fork();
+  fork_waits_for(mutex_, ForkLockRank::sampler);
 }
 
-SamplerCore::~SamplerCore() { stop(); }
+SamplerCore::~SamplerCore() {
+  stop();
+  fork_no_longer_waits_for(mutex_);
+}
 
 void SamplerCore::start() {
   std::lock_guard lock(mutex_);
@@ -278,7 +286,8 @@ void SamplerCore::detach(ThreadState& s) {
 //
 // Checked lazily at each entry rather than in a pthread_atfork child handler: that handler may make only
 // async-signal-safe calls (no free(), no lock), while here the child holds mutex_ like any other caller.
-// Taking every sampler's locks in a prepare handler would deadlock a fork() from inside a drain() callback.
+// (fork() does wait for mutex_ to be free, fork_guard.hpp, so that the child finds it unheld; drain() calls
+// its callback outside mutex_, so a callback may fork.)
 void SamplerCore::adopt_after_fork() {
   const pid_t self = getpid();
   if (self == pid_) return;

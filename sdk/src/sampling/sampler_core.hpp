@@ -146,6 +146,9 @@ const void* this_thread_marker() noexcept;
 // returns the signal. Handlers stay installed for the life of the process: a late queued signal for a closed
 // event must never meet the default action (which terminates).
 int install_signal_handlers(int requested);
+// Makes fork() wait for the locks a thread takes while it attaches (signal installation, the thread registry,
+// the code map; fork_guard.hpp). Once per process; call with no lock held.
+void sampling_locks_wait_for_fork();
 // Publishes / withdraws an event for the handlers. unpublish_event returns once no handler uses `state`.
 void publish_event(int fd, ThreadState* state);
 void unpublish_event(int fd, const ThreadState* state) noexcept;

@@ -12,7 +12,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sampling/fork_guard.hpp"
+#include "sampling/new_threads.hpp"
 #include "sampling/sampler_core.hpp"
+#include "unwinding/code_map_lock.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/tsc_clock.hpp"
 
@@ -292,6 +295,15 @@ std::uint64_t monotonic_ns() noexcept {
 }
 
 const void* this_thread_marker() noexcept { return &t_marker; }
+
+void sampling_locks_wait_for_fork() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    fork_waits_for(g_install_mutex, ForkLockRank::leaf);
+    registry_waits_for_fork();
+    code_map_waits_for_fork();
+  });
+}
 
 int install_signal_handlers(int requested) {
   std::lock_guard lock(g_install_mutex);

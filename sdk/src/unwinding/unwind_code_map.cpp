@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "sampling/fork_guard.hpp"
+#include "unwinding/code_map_lock.hpp"
 #include "unwinding/dwarf_cfi.hpp"
 #include "selfperf/unwind.hpp"
 
@@ -24,6 +26,10 @@ std::vector<std::unique_ptr<CodeMap>>& all_snapshots() {
 }
 
 }  // namespace
+
+namespace detail {
+void code_map_waits_for_fork() { fork_waits_for(g_refresh_mutex, ForkLockRank::leaf); }
+}  // namespace detail
 
 const CodeMap* CodeMap::current() noexcept { return g_current.load(std::memory_order_acquire); }
 
