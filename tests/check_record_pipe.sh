@@ -69,6 +69,10 @@ head -c 16 stream.data | od -A n -t x1 | tr -d ' \n' | grep -q "^50455246494c453
 "$selfperf" report -i - < stream.data > own.txt 2> own.err || fail "selfperf report -i - cannot read it: $(cat own.err)"
 grep -q "main_burn" own.txt || fail "selfperf report -i - does not name main_burn: $(head own.txt)"
 echo "ok: selfperf report -i - reads the stream"
+# Each executable file's build id travels as a HEADER_BUILD_ID record (pipe mode has no BUILD_ID feature).
+ids=$(perf report -D -i - < stream.data 2> /dev/null | grep -c "PERF_RECORD_BUILD_ID" || true)
+[[ $ids -gt 0 ]] || fail "perf report -D finds no PERF_RECORD_BUILD_ID in the stream"
+echo "ok: perf reads $ids build id records"
 
 # A terminal as standard output is refused before the command runs (script(1) gives one, when installed).
 if command -v script >/dev/null 2>&1; then
