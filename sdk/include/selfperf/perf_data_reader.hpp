@@ -109,9 +109,9 @@ class PerfDataReader {
 
   std::uint64_t file_size() const noexcept { return file_size_; }
   // A pipe-mode stream. Its "data section" is the whole stream after the 16-byte header; next_record()
-  // skips the records that stand in for the header (ATTR, EVENT_TYPE, TRACING_DATA, HEADER_FEATURE), and a
-  // stream cut short (the writer killed) ends at its last whole record: truncated_bytes() says how much
-  // was left over.
+  // skips the records that stand in for the header (ATTR, EVENT_TYPE, TRACING_DATA, HEADER_FEATURE,
+  // HEADER_BUILD_ID), and a stream cut short (the writer killed) ends at its last whole record:
+  // truncated_bytes() says how much was left over.
   bool pipe_mode() const noexcept { return pipe_mode_; }
   std::uint64_t truncated_bytes() const noexcept { return truncated_bytes_; }
   std::uint64_t attr_size() const noexcept { return attr_size_; }  // one attrs entry, ids section included
@@ -134,6 +134,7 @@ class PerfDataReader {
   std::optional<std::pair<std::uint64_t, std::uint64_t>> sample_time() const;
   std::optional<std::uint64_t> clockid_resolution_ns() const;
   std::optional<ClockData> clock_data() const;
+  // The BUILD_ID feature's entries, then (pipe mode) those of the HEADER_BUILD_ID records.
   std::vector<BuildIdEntry> build_ids() const;
 
   // Records in file order; false at the end of the data section.
@@ -173,6 +174,7 @@ class PerfDataReader {
   std::vector<EventDescription> events_;
   std::vector<std::uint32_t> attr_sizes_;
   std::vector<FeatureSectionInfo> features_;
+  std::vector<FeatureSectionInfo> build_id_records_;  // pipe mode: HEADER_BUILD_ID records, whole
   std::uint64_t cursor_ = 0;
   bool pipe_mode_ = false;
   std::uint64_t truncated_bytes_ = 0;

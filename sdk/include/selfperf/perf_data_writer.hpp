@@ -5,6 +5,11 @@
 // feature section table | features. The header is valid from the start and its data size covers every
 // flushed record, so perf reads a file whose writer was killed up to the last flush (sync()); the features
 // are written by close().
+//
+// Pipe mode (PerfDataWriterOptions::pipe, or the path "-" for standard output) writes what `perf record -o -`
+// writes, every byte once and in order, so the descriptor may be a pipe, a socket or a terminal:
+// a 16-byte header | one HEADER_ATTR record per event | HEADER_FEATURE records | the records, each
+// executable file's HEADER_BUILD_ID just before its first MMAP2. `perf report -i -` and `perf script -i -` read it.
 #include <array>
 #include <cstdint>
 #include <filesystem>
@@ -25,6 +30,10 @@ struct PerfDataWriterOptions {
   bool synthesize_process = true;
   // Bytes of records held before a write(2); memory use does not grow with the number of samples.
   std::size_t buffer_bytes = 64 * 1024;
+  // Pipe-mode perf.data: no seek, no rewrite of the header, features first. Has no SAMPLE_TIME feature (it
+  // would have to come before the samples); a feature larger than a record (64 KiB) is left out. A reader
+  // gets the records up to the last sync(); a reader that went away is an Error (EPIPE), never a SIGPIPE.
+  bool pipe = false;
 };
 
 // One executable mapping as an MMAP2 record describes it.
@@ -48,7 +57,7 @@ std::vector<Mmap2Info> read_self_executable_maps();
 
 class PerfDataWriter {
  public:
-  // Creates (truncates) `path` and writes the attrs. Every event's attr is written with size 128
+  // Creates (truncates) `path` and writes the attrs; "-" is standard output, in pipe mode. Every event's attr is written with size 128
   // (PERF_ATTR_SIZE_VER7, the largest perf 6.1 accepts), sample_id_all set, and the sample_type this writer
   // encodes: IDENTIFIER|IP|TID|TIME|CPU|PERIOD|CALLCHAIN, plus ADDR/DATA_SRC/WEIGHT when the event's attr asked
   // for them (memory sampling). Events without ids get made-up ones so every sample can name its event.
@@ -101,6 +110,8 @@ class PerfDataWriter {
   void write_at(std::uint64_t offset, const void* bytes, std::size_t size);
   void write_features();
   void write_header(const std::array<std::uint64_t, 4>& feature_bits);
+  void write_pipe_start();
+  void append_build_id(const std::string& file);
 
   std::filesystem::path path_;
   std::vector<EventDescription> events_;

@@ -1,6 +1,7 @@
 // Feature sections: what perf report --header shows about the host, the command and the events.
 #include "perf_data/perf_data_features.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -72,6 +73,22 @@ void put_header_string(std::vector<std::uint8_t>& out, const std::string& text) 
   out.resize(out.size() + (len - text.size()), 0);
 }
 
+bool put_build_id_entry(std::vector<std::uint8_t>& out, const std::string& file, std::uint32_t type) {
+  auto id = read_elf_build_id(file);
+  if (id.empty()) return false;
+  std::size_t name_len = align_up(file.size() + 1, kNameAlign);
+  put(out, perf_event_header{type, static_cast<std::uint16_t>(PERF_RECORD_MISC_USER | kMiscBuildIdSize),
+                             static_cast<std::uint16_t>(kBuildIdRecordFixed + name_len)});
+  put(out, std::int32_t{-1});  // perf's HOST_KERNEL_ID: the host machine
+  std::uint8_t raw[24] = {};
+  std::memcpy(raw, id.data(), std::min<std::size_t>(id.size(), 20));
+  raw[20] = static_cast<std::uint8_t>(std::min<std::size_t>(id.size(), 20));
+  out.insert(out.end(), raw, raw + sizeof raw);
+  out.insert(out.end(), file.begin(), file.end());
+  out.resize(out.size() + (name_len - file.size()), 0);
+  return true;
+}
+
 std::string self_comm() {
   std::ifstream in("/proc/self/comm");
   std::string comm;
@@ -101,20 +118,7 @@ std::vector<FeatureSection> build_features(const FeatureInputs& in) {
   };
 
   std::vector<std::uint8_t> build_ids;
-  for (const auto& file : in.mapped_files) {
-    auto id = read_elf_build_id(file);
-    if (id.empty()) continue;
-    std::size_t name_len = align_up(file.size() + 1, kNameAlign);
-    put(build_ids, perf_event_header{0, static_cast<std::uint16_t>(PERF_RECORD_MISC_USER | kMiscBuildIdSize),
-                                     static_cast<std::uint16_t>(kBuildIdRecordFixed + name_len)});
-    put(build_ids, std::int32_t{-1});  // perf's HOST_KERNEL_ID: the host machine
-    std::uint8_t raw[24] = {};
-    std::memcpy(raw, id.data(), std::min<std::size_t>(id.size(), 20));
-    raw[20] = static_cast<std::uint8_t>(std::min<std::size_t>(id.size(), 20));
-    build_ids.insert(build_ids.end(), raw, raw + sizeof raw);
-    build_ids.insert(build_ids.end(), file.begin(), file.end());
-    build_ids.resize(build_ids.size() + (name_len - file.size()), 0);
-  }
+  for (const auto& file : in.mapped_files) put_build_id_entry(build_ids, file);
   add(PerfFeature::build_id, std::move(build_ids));
 
   utsname uts{};

@@ -29,6 +29,10 @@ std::string self_comm();
 std::string thread_comm(int tid);
 std::vector<std::string> self_cmdline();
 
+// One build id entry of `file` as the BUILD_ID feature holds it (record type 0) or as a pipe-mode
+// PERF_RECORD_HEADER_BUILD_ID (type 67); false, nothing appended, when the file has no build id.
+bool put_build_id_entry(std::vector<std::uint8_t>& out, const std::string& file, std::uint32_t type = 0);
+
 // perf_header_string: u32 length (padded to 64, NUL included), then the zero-padded text.
 void put_header_string(std::vector<std::uint8_t>& out, const std::string& text);
 

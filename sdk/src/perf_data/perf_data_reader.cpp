@@ -110,6 +110,7 @@ PerfDataReader::PerfDataReader(PerfDataReader&& other) noexcept
       events_(std::move(other.events_)),
       attr_sizes_(std::move(other.attr_sizes_)),
       features_(std::move(other.features_)),
+      build_id_records_(std::move(other.build_id_records_)),
       cursor_(other.cursor_),
       pipe_mode_(other.pipe_mode_),
       truncated_bytes_(other.truncated_bytes_),
@@ -271,6 +272,8 @@ void PerfDataReader::load_pipe() {
       // The section's bytes follow in the stream, so the file-mode feature parsers read them in place.
       if (bit < kPerfFeatureBits && !find_feature(static_cast<PerfFeature>(bit)))
         features_.push_back({static_cast<unsigned>(bit), at + sizeof h + 8, h.size - sizeof h - 8});
+    } else if (h.type == kPerfRecordHeaderBuildId) {
+      build_id_records_.push_back({static_cast<unsigned>(PerfFeature::build_id), at, h.size});
     }
     at += span;
   }
@@ -380,25 +383,38 @@ std::optional<ClockData> PerfDataReader::clock_data() const {
   });
 }
 
+namespace {
+
+// perf's build id entries: the BUILD_ID feature's body, or one pipe-mode HEADER_BUILD_ID record.
+std::vector<BuildIdEntry> parse_build_ids(detail::ByteCursor& c) {
+  std::vector<BuildIdEntry> out;
+  while (c.remaining() > 0) {
+    auto h = c.get<perf_event_header>();
+    if (h.size < detail::kBuildIdRecordFixed) c.fail("build id record size " + std::to_string(h.size) + " too small");
+    BuildIdEntry e;
+    e.misc = h.misc;
+    e.pid = c.get<std::int32_t>();
+    auto raw = c.take(24);
+    // Without MISC_BUILD_ID_SIZE (perf before 5.12) the id is a 20-byte SHA-1.
+    std::size_t n = (h.misc & detail::kMiscBuildIdSize) ? std::min<std::size_t>(raw[20], 20) : 20;
+    e.build_id.assign(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(n));
+    e.filename = c.string_in(h.size - detail::kBuildIdRecordFixed);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<BuildIdEntry> PerfDataReader::build_ids() const {
-  auto parsed = parse_feature(PerfFeature::build_id, "BUILD_ID feature", [](detail::ByteCursor& c) {
-    std::vector<BuildIdEntry> out;
-    while (c.remaining() > 0) {
-      auto h = c.get<perf_event_header>();
-      if (h.size < detail::kBuildIdRecordFixed) c.fail("build id record size " + std::to_string(h.size) + " too small");
-      BuildIdEntry e;
-      e.misc = h.misc;
-      e.pid = c.get<std::int32_t>();
-      auto raw = c.take(24);
-      // Without MISC_BUILD_ID_SIZE (perf before 5.12) the id is a 20-byte SHA-1.
-      std::size_t n = (h.misc & detail::kMiscBuildIdSize) ? std::min<std::size_t>(raw[20], 20) : 20;
-      e.build_id.assign(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(n));
-      e.filename = c.string_in(h.size - detail::kBuildIdRecordFixed);
-      out.push_back(std::move(e));
-    }
-    return out;
-  });
-  return parsed.value_or(std::vector<BuildIdEntry>{});
+  auto out = parse_feature(PerfFeature::build_id, "BUILD_ID feature", parse_build_ids)
+                 .value_or(std::vector<BuildIdEntry>{});
+  for (const auto& r : build_id_records_) {
+    auto bytes = read_bytes(r.offset, r.size, "HEADER_BUILD_ID record");
+    detail::ByteCursor c(bytes, r.offset, name_, "HEADER_BUILD_ID record");
+    for (auto& e : parse_build_ids(c)) out.push_back(std::move(e));
+  }
+  return out;
 }
 
 bool PerfDataReader::next_record(PerfRecord& record) {
@@ -416,7 +432,8 @@ bool PerfDataReader::next_record(PerfRecord& record) {
                   "; the file is truncated or corrupt");
     // In a pipe-mode stream, the stand-ins for the file header were read by load_pipe().
     bool stand_in = pipe_mode_ && (h.type == kPerfRecordHeaderAttr || h.type == kPerfRecordHeaderEventType ||
-                                   h.type == kPerfRecordHeaderTracingData || h.type == kPerfRecordHeaderFeature);
+                                   h.type == kPerfRecordHeaderTracingData || h.type == kPerfRecordHeaderFeature ||
+                                   h.type == kPerfRecordHeaderBuildId);
     if (!stand_in) break;
     cursor_ += pipe_record_span(cursor_, h);
   }

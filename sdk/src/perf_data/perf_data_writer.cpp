@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "perf_data/perf_data_features.hpp"
@@ -49,6 +51,42 @@ void write_all(int fd, const void* bytes, std::size_t size, std::uint64_t offset
   }
 }
 
+// Pipe mode: in order, with write(2). SIGPIPE is blocked around the write and a SIGPIPE it raised is taken
+// back, so a reader that went away is an Error here instead of the death of the profiled program.
+void write_stream(int fd, const void* bytes, std::size_t size, const std::string& path) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  const auto* p = static_cast<const std::uint8_t*>(bytes);
+  int err = 0;
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  if (err == EPIPE && !was_pending) {
+    const timespec zero{};
+    while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (err == EPIPE)
+    throw Error("perf.data writer: the reader of " + path + " went away (EPIPE); keep perf report or the pipe's "
+                "reader running until the writer closes",
+                err);
+  if (err != 0)
+    throw Error("perf.data writer: writing " + path + " failed (" + std::strerror(err) + ")", err);
+}
+
 template <class T>
 void put(std::vector<std::uint8_t>& out, const T& value) {
   // resize + memcpy rather than insert(end, p, p + n): GCC 12 at -O3 reports a false out-of-bounds
@@ -63,6 +101,17 @@ void put(std::vector<std::uint8_t>& out, const T& value) {
 namespace {
 
 int create_file(const std::filesystem::path& path) {
+  if (path == "-") {
+    // A copy, so that close() leaves the process's standard output open.
+    int fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) {
+      int err = errno;
+      throw Error(std::string("perf.data writer: standard output is not open (") + std::strerror(err) +
+                      "); redirect it to a pipe or a file",
+                  err);
+    }
+    return fd;
+  }
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
@@ -81,7 +130,9 @@ PerfDataWriter::PerfDataWriter(const std::filesystem::path& path, std::vector<Ev
 
 PerfDataWriter::PerfDataWriter(int fd, const std::filesystem::path& path, std::vector<EventDescription> events,
                                PerfDataWriterOptions options)
-    : path_(path), events_(std::move(events)), options_(std::move(options)), fd_(fd) {
+    : path_(path == "-" ? "standard output" : path), events_(std::move(events)), options_(std::move(options)),
+      fd_(fd) {
+  if (path == "-") options_.pipe = true;
   try {
     init();
   } catch (...) {
@@ -104,6 +155,12 @@ void PerfDataWriter::init() {
     ev.attr = attr;
     if (ev.ids.empty()) ev.ids.push_back(next_id++);
   }
+  buffer_.reserve(options_.buffer_bytes);
+  scratch_.reserve(1024);
+  if (options_.pipe) {
+    write_pipe_start();
+    return;
+  }
   // header | ids of every event | attrs | data
   std::uint64_t offset = sizeof(detail::FileHeader);
   std::vector<std::uint8_t> ids_and_attrs;
@@ -122,8 +179,46 @@ void PerfDataWriter::init() {
   data_offset_ = offset + ids_and_attrs.size();
   (void)attrs_offset;
   write_header({});
-  buffer_.reserve(options_.buffer_bytes);
-  scratch_.reserve(1024);
+}
+
+void PerfDataWriter::write_pipe_start() {
+  std::vector<std::uint8_t> out;
+  put(out, detail::kPerfMagic2);
+  put(out, std::uint64_t{16});  // the size of this header: what tells a reader it is a pipe-mode stream
+  for (const auto& ev : events_) {
+    const std::size_t size = sizeof(perf_event_header) + detail::kAttrSizeWritten + ev.ids.size() * 8;
+    if (size > 0xffff)
+      throw Error("perf.data writer: " + path_.string() + ": event " + ev.name + " has " +
+                  std::to_string(ev.ids.size()) + " ids, more than a pipe-mode ATTR record holds (8174); write a "
+                  "file instead, or give the writer fewer ids");
+    put(out, perf_event_header{kPerfRecordHeaderAttr, 0, static_cast<std::uint16_t>(size)});
+    const auto* a = reinterpret_cast<const std::uint8_t*>(&ev.attr);
+    out.insert(out.end(), a, a + detail::kAttrSizeWritten);
+    for (auto id : ev.ids) put(out, id);
+  }
+  detail::FeatureInputs in;
+  in.events = &events_;
+  in.cmdline = options_.cmdline.empty() ? detail::self_cmdline() : options_.cmdline;
+  for (const auto& f : detail::build_features(in)) {
+    // Build ids follow as records beside their mappings; the sample times are not known yet.
+    if (f.bit == static_cast<unsigned>(PerfFeature::build_id) ||
+        f.bit == static_cast<unsigned>(PerfFeature::sample_time))
+      continue;
+    const std::size_t size = sizeof(perf_event_header) + 8 + detail::align_up(f.bytes.size(), 8);
+    if (size > 0xffff) continue;
+    put(out, perf_event_header{kPerfRecordHeaderFeature, 0, static_cast<std::uint16_t>(size)});
+    put(out, std::uint64_t{f.bit});
+    out.insert(out.end(), f.bytes.begin(), f.bytes.end());
+    out.resize(detail::align_up(out.size(), 8), 0);
+  }
+  // No HEADER_LAST_FEATURE mark (perf record sends one): its number grows with each perf release, and a perf
+  // newer than the writer would take the mark for a feature and refuse the stream.
+  write_stream(fd_, out.data(), out.size(), path_.string());
+}
+
+void PerfDataWriter::append_build_id(const std::string& file) {
+  std::vector<std::uint8_t> record;
+  if (detail::put_build_id_entry(record, file, kPerfRecordHeaderBuildId)) append(record.data(), record.size());
 }
 
 PerfDataWriter::~PerfDataWriter() {
@@ -152,6 +247,12 @@ void PerfDataWriter::append(const void* bytes, std::size_t size) {
 
 void PerfDataWriter::flush() {
   if (buffer_.empty()) return;
+  if (options_.pipe) {
+    write_stream(fd_, buffer_.data(), buffer_.size(), path_.string());
+    data_size_ += buffer_.size();
+    buffer_.clear();
+    return;
+  }
   write_all(fd_, buffer_.data(), buffer_.size(), data_offset_ + data_size_, path_.string());
   data_size_ += buffer_.size();
   buffer_.clear();
@@ -283,8 +384,11 @@ void PerfDataWriter::write_mmap2(const Mmap2Info& map, std::uint64_t time) {
   append_sample_id(map.pid, map.tid, time, 0);
   auto size = static_cast<std::uint16_t>(scratch_.size());
   std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
+  const bool first_of_file =
+      !map.filename.empty() && map.filename[0] == '/' && mapped_files_.insert(map.filename).second;
+  // Pipe mode has no BUILD_ID feature at the end: the id goes before the file's first mapping.
+  if (options_.pipe && first_of_file) append_build_id(map.filename);
   append(scratch_.data(), scratch_.size());
-  if (!map.filename.empty() && map.filename[0] == '/') mapped_files_.insert(map.filename);
 }
 
 void PerfDataWriter::synthesize_self_mmaps() {
@@ -343,7 +447,7 @@ void PerfDataWriter::close() {
   if (options_.synthesize_process && !process_synthesized_) synthesize_self_mmaps();
   write_finished_round();
   flush();
-  write_features();
+  if (!options_.pipe) write_features();
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {

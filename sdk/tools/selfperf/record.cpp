@@ -1,6 +1,7 @@
 // selfperf record: `selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] -- CMD…` runs CMD
 // under the preload profiler, follows the whole process tree (each process image writes its own profile into
-// a temporary directory), then merges the profiles into FILE (perf.data), FILE.folded and FILE.svg.
+// a temporary directory), then merges the profiles into FILE (perf.data), FILE.folded and FILE.svg; `-o -`
+// writes pipe-mode perf.data to standard output instead, and no side files.
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@ constexpr const char* kUsage =
     "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [-q] -- CMD [ARG...]\n"
     "  Profiles CMD and every process it starts (wrappers, fork, exec) into FILE (default perf.data), which\n"
     "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
+    "  -o -      pipe-mode perf.data to standard output (selfperf record -o - -- CMD | perf report -i -); CMD's\n"
+    "            standard output then goes to standard error, and no .folded/.svg are written\n"
     "  -F HZ     samples per second per thread (default 999)\n"
     "  -e EVENT  event to sample (default cpu-clock where no hardware PMU)\n"
     "  --call-graph dwarf|fp|kernel   unwinder (default dwarf: works without frame pointers)\n"
@@ -111,7 +114,8 @@ void set_profile_environment(const RecordArgs& a, const fs::path& lib, const fs:
 
 // Runs the command and waits for it and for every descendant it left behind (this process is their
 // subreaper), so that all profiles are complete before the merge. Returns the command's exit status.
-int run_tree(const std::vector<std::string>& command) {
+// `stdout_to_stderr`: standard output carries the perf.data stream, which the command's output would corrupt.
+int run_tree(const std::vector<std::string>& command, bool stdout_to_stderr) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   std::vector<char*> argv;
   for (const auto& s : command) argv.push_back(const_cast<char*>(s.c_str()));
@@ -119,6 +123,7 @@ int run_tree(const std::vector<std::string>& command) {
   const pid_t child = ::fork();
   if (child < 0) throw selfperf::Error(std::string("selfperf record: fork failed: ") + std::strerror(errno), errno);
   if (child == 0) {
+    if (stdout_to_stderr) ::dup2(STDERR_FILENO, STDOUT_FILENO);
     ::execvp(argv[0], argv.data());
     std::fprintf(stderr, "selfperf record: cannot run %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
@@ -153,12 +158,18 @@ std::vector<fs::path> profiles_in(const fs::path& dir) {
 
 int record(int argc, char** argv) {
   const RecordArgs a = parse_record(argc, argv);
+  const bool to_stdout = a.output == "-";
+  if (to_stdout && ::isatty(STDOUT_FILENO)) {
+    std::fprintf(stderr, "selfperf record: -o -: standard output is a terminal; pipe it (| perf report -i -) or "
+                         "redirect it to a file\n");
+    return 2;
+  }
   const fs::path lib = find_preload_library();
   const fs::path dir = make_temp_dir();
   set_profile_environment(a, lib, dir);
   int status = 0;
   try {
-    status = run_tree(a.command);
+    status = run_tree(a.command, to_stdout);
     const auto inputs = profiles_in(dir);
     const fs::path folded = a.output.string() + ".folded";
     const fs::path svg = a.output.string() + ".svg";
@@ -168,7 +179,9 @@ int record(int argc, char** argv) {
                    "disabled: see the messages above); nothing written\n");
     } else {
       const auto summary = selfperf::tool::merge_profiles(inputs, a.output, a.command);
-      const auto stacks = selfperf::tool::merge_folded(summary, folded, svg, "selfperf record: " + a.command[0]);
+      const auto stacks = to_stdout ? summary.samples
+                                    : selfperf::tool::merge_folded(summary, folded, svg,
+                                                                   "selfperf record: " + a.command[0]);
       if (!a.quiet) {
         std::fprintf(stderr, "selfperf record: %zu processes, %zu threads, %llu samples, %llu lost\n",
                      summary.processes.size(), summary.threads, static_cast<unsigned long long>(summary.samples),
@@ -180,8 +193,12 @@ int record(int argc, char** argv) {
         if (stacks < summary.samples)
           std::fprintf(stderr, "  (%llu samples of processes that died before writing their stacks are in %s only)\n",
                        static_cast<unsigned long long>(summary.samples - stacks), a.output.c_str());
-        std::fprintf(stderr, "selfperf record: wrote %s (perf report -i %s --sort comm,pid), %s, %s\n",
-                     a.output.c_str(), a.output.c_str(), folded.c_str(), svg.c_str());
+        if (to_stdout)
+          std::fprintf(stderr, "selfperf record: wrote pipe-mode perf.data to standard output (perf report -i -); "
+                               "no .folded/.svg: they need -o FILE (or selfperf report -i - --folded OUT --svg OUT)\n");
+        else
+          std::fprintf(stderr, "selfperf record: wrote %s (perf report -i %s --sort comm,pid), %s, %s\n",
+                       a.output.c_str(), a.output.c_str(), folded.c_str(), svg.c_str());
       }
     }
   } catch (const selfperf::Error& e) {
