@@ -7,6 +7,8 @@
 #     burn_alpha and burn_gamma are hidden, and its label is re-cut for the new width;
 #   - Reset zoom puts every frame back where it was drawn;
 #   - searching burn_(alpha|gamma) (a regular expression) highlights exactly those frames and shows 70.0 %.
+# Then made-up stacks where 1000 siblings too narrow to draw come first (flame_svg_from_folded): zoomed on
+# their parent, the frames after them start after the gap they leave (the writer's data-x), not at its left.
 # Usage: check_flame_svg_zoom.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
@@ -18,6 +20,8 @@ if [[ -z $browser ]]; then
 fi
 command -v python3 >/dev/null || { echo "skipped: python3 is needed to read chromium's output"; exit 77; }
 [[ -x $program ]] || { echo "FAIL: build perf_data_three_functions first"; exit 1; }
+from_folded="$build/tests/flame_svg_from_folded"
+[[ -x $from_folded ]] || { echo "FAIL: build flame_svg_from_folded first"; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -76,15 +80,19 @@ driver=$(cat <<'JS'
 ]]></script>
 JS
 )
-python3 - "$tmp/three.data.svg" "$tmp/driven.svg" "$driver" <<'PY'
+# Opens SVG with DRIVER added before its end in chromium and prints the DOM the driver left.
+drive() {
+  python3 - "$1" "$tmp/driven.svg" "$2" <<'PY'
 import sys
 svg = open(sys.argv[1]).read()
 at = svg.rindex('</svg>')
 open(sys.argv[2], 'w').write(svg[:at] + sys.argv[3] + '\n' + svg[at:])
 PY
-timeout -k 10 120 "$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
-  --disable-component-update --disable-sync --no-first-run --user-data-dir="$tmp/profile" \
-  --window-size=1200,800 --dump-dom "file://$tmp/driven.svg" > dom.txt 2> chromium.log || true
+  timeout -k 10 120 "$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
+    --disable-component-update --disable-sync --no-first-run --user-data-dir="$tmp/profile" \
+    --window-size=1200,800 --dump-dom "file://$tmp/driven.svg" 2> chromium.log || true
+}
+drive "$tmp/three.data.svg" "$driver" > dom.txt
 grep -q 'data-probe=' dom.txt || { tail -20 chromium.log; echo "FAIL: chromium ran no driver script"; exit 1; }
 
 python3 - dom.txt <<'PY'
@@ -150,4 +158,75 @@ if failures:
     print('FAIL:\n  ' + '\n  '.join(failures))
     sys.exit(1)
 PY
-echo "ok: a click zooms, Reset zoom restores, Search highlights (in chromium)"
+
+python3 - > gap.folded <<'PY'
+for i in range(1000):
+    print(f'main;a_narrow{i:04d} 80')  # sorted first; 0.07 px each of 1360000: left out, 69 px in all
+print('main;b_wide 400000\nmain;b_wide;inner 200000\nmain;c_mid 320000\nmain;c_mid;leaf 160000\nother 200000')
+PY
+"$from_folded" gap.folded gap.svg
+gap_driver=$(cat <<'JS'
+<script type="text/ecmascript"><![CDATA[
+(() => {
+  const probe = {};
+  const frame = (name) => Array.from(document.querySelectorAll('g'))
+      .find((g) => g.firstElementChild && g.firstElementChild.tagName === 'title' &&
+                   g.firstElementChild.textContent.startsWith(name + ' ('));
+  const boxes = () => Object.fromEntries(['all', 'main', 'b_wide', 'inner', 'c_mid', 'leaf', 'other'].map((n) => {
+    const r = frame(n).querySelector('rect').getBoundingClientRect();
+    return [n, {x: r.x, width: r.width}];
+  }));
+  const click = (name) => {
+    const r = frame(name).querySelector('rect').getBoundingClientRect();
+    const x = r.x + r.width / 2, y = r.y + r.height / 2;
+    document.elementFromPoint(x, y).dispatchEvent(
+        new MouseEvent('click', {bubbles: true, cancelable: true, clientX: x, clientY: y}));
+  };
+  try {
+    probe.before = boxes();
+    click('main');
+    probe.main = boxes();
+    click('c_mid');
+    probe.c_mid = boxes();
+  } catch (e) {
+    probe.error = e.message;
+  }
+  document.documentElement.setAttribute('data-probe', JSON.stringify(probe));
+})();
+]]></script>
+JS
+)
+drive gap.svg "$gap_driver" > gap-dom.txt
+grep -q 'data-probe=' gap-dom.txt || { tail -20 chromium.log; echo "FAIL: chromium ran no driver script"; exit 1; }
+python3 - gap-dom.txt <<'PY'
+import html, json, re, sys
+probe = json.loads(html.unescape(re.search(r'data-probe="([^"]*)"', open(sys.argv[1]).read()).group(1)))
+if 'error' in probe or 'c_mid' not in probe:
+    print('FAIL: the driver stopped: ' + probe.get('error', '?'))
+    sys.exit(1)
+left, full = probe['before']['all']['x'], probe['before']['all']['width']
+# Offsets and counts in samples, from the folded stacks: the narrow siblings take the first 80000 of main.
+main = 1160000
+expected = {'main': {'b_wide': (80000, 600000), 'inner': (80000, 200000), 'c_mid': (680000, 480000),
+                     'leaf': (680000, 160000)},
+            'c_mid': {'c_mid': (680000, 480000), 'leaf': (680000, 160000)}}
+failures = []
+for zoom, frames in expected.items():
+    start, count = (0, main) if zoom == 'main' else expected['main']['c_mid']
+    scale = full / count
+    for name, (at, width) in frames.items():
+        want_x, want_w = left + (at - start) * scale, width * scale
+        got = probe[zoom][name]
+        print(f'zoomed on {zoom}: {name} at {got["x"]:.1f} px, {got["width"]:.1f} wide '
+              f'(expected {want_x:.1f}, {want_w:.1f})')
+        if abs(got['x'] - want_x) > 0.6 or abs(got['width'] - want_w) > 0.6:
+            failures.append(f'zoomed on {zoom}, {name} is at {got}, expected x {want_x:.1f} width {want_w:.1f}')
+    if probe[zoom]['other']['width'] != 0:
+        failures.append(f'zoomed on {zoom}, "other" (outside it) is not hidden')
+if probe['c_mid']['b_wide']['width'] != 0:
+    failures.append('zoomed on c_mid, its sibling b_wide is not hidden')
+if failures:
+    print('FAIL:\n  ' + '\n  '.join(failures))
+    sys.exit(1)
+PY
+echo "ok: a click zooms, Reset zoom restores, Search highlights, frames after left-out ones placed (in chromium)"
