@@ -118,9 +118,9 @@ TEST_CASE("SVG frames are proportional, titled with counts and percentages") {
   CHECK(alpha / beta == doctest::Approx(3.0).epsilon(0.01));
   CHECK(rect_width(svg, "work") == doctest::Approx(all).epsilon(0.01));
   std::size_t opens = 0, closes = 0;
-  for (auto at = svg.find("<g>"); at != std::string::npos; at = svg.find("<g>", at + 1)) ++opens;
+  for (auto at = svg.find("<g"); at != std::string::npos; at = svg.find("<g", at + 1)) ++opens;
   for (auto at = svg.find("</g>"); at != std::string::npos; at = svg.find("</g>", at + 1)) ++closes;
-  CHECK(opens == 5);  // all, main, work, alpha, beta
+  CHECK(opens == 6);  // the frames' group, then all, main, work, alpha, beta
   CHECK(closes == opens);
 }
 
@@ -150,4 +150,43 @@ TEST_CASE("SVG of an empty profile says so") {
   write_flame_graph_svg(StackCounts{}, out);
   CHECK(out.str().find("no samples") != std::string::npos);
   CHECK(out.str().find("<rect x=\"10") == std::string::npos);
+}
+
+TEST_CASE("SVG carries its zoom script after the frames, and data-x where a left-out sibling leaves a gap") {
+  StackCounts s;
+  s.add(std::vector<std::string>{"main", "a_tiny"}, 1);  // 1/101001 of 1180 px: under min_width, left out
+  s.add(std::vector<std::string>{"main", "b_wide"}, 100000);
+  s.add(std::vector<std::string>{"main", "c_mid"}, 1000);
+  std::ostringstream out;
+  write_flame_graph_svg(s, out);
+  const auto svg = out.str();
+  CHECK(svg.find("a_tiny") == std::string::npos);
+  // The script places frames by their offset in counts: b_wide starts after the 1 count of a_tiny, which the
+  // running sum of drawn siblings cannot know; main and all start where their parent does.
+  CHECK(svg.find("<g data-x=\"1\"><title>b_wide (") != std::string::npos);
+  CHECK(svg.find("<g data-x=\"100001\"><title>c_mid (") != std::string::npos);
+  CHECK(svg.find("<g><title>main (") != std::string::npos);
+  const auto frames = svg.find("<g id=\"frames\">"), script = svg.find("<script type=\"text/ecmascript\"><![CDATA[");
+  REQUIRE(frames != std::string::npos);
+  REQUIRE(script != std::string::npos);
+  CHECK(frames < svg.find("<title>all ("));
+  CHECK(svg.rfind("</g>", script) > svg.find("<title>c_mid ("));  // the frames' group closes before the script
+  CHECK(svg.find("]]></script>\n</svg>") != std::string::npos);
+  CHECK(svg.find("]]>") == svg.find("]]></script>"));  // one CDATA end, the script's own
+  // The controls are made by the script, so without scripts the picture has none.
+  CHECK(svg.substr(0, script).find("Reset zoom") == std::string::npos);
+  CHECK(svg.substr(0, script).find("Search") == std::string::npos);
+}
+
+TEST_CASE("SVG script gets the count name as a string literal that cannot end it or its CDATA") {
+  StackCounts s;
+  s.add(std::vector<std::string>{"main"}, 3);
+  FlameGraphOptions options;
+  options.count_name = "it's ]]> </script> \\ (ns)";
+  std::ostringstream out;
+  write_flame_graph_svg(s, out, options);
+  const auto svg = out.str();
+  CHECK(svg.find("COUNT_NAME = 'it\\u0027s \\u005d\\u005d\\u003e \\u003c/script\\u003e \\u005c (ns)';") !=
+        std::string::npos);
+  CHECK(svg.find("]]>") == svg.find("]]></script>"));
 }

@@ -42,7 +42,10 @@ struct FlameGraphOptions {
 };
 
 // A self-contained SVG: one rectangle per frame, width proportional to its count, warm colours by name,
-// names truncated to fit, and a hover <title> with the count and percentage of the total.
+// names truncated to fit, and a hover <title> with the count and percentage of the total. Opened in a browser
+// it is interactive (an inline script, nothing fetched): click a frame to zoom to it, "Reset zoom", "Search"
+// (a regular expression or text: matches highlighted, their share shown). Where scripts do not run (an <img>,
+// an image viewer) it is the same picture without the controls.
 void write_flame_graph_svg(const StackCounts& stacks, std::ostream& out, const FlameGraphOptions& options = {});
 
 struct FunctionShare {

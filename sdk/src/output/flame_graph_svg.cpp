@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "selfperf/flame_graph.hpp"
+#include "output/flame_graph_svg_script.hpp"
 #include "output/xml_text.hpp"
 
 namespace selfperf {
@@ -56,15 +57,21 @@ struct Layout {
   unsigned height;
   unsigned pad_top;
 
-  void frame(const std::string& name, const Node& node, double x, std::size_t depth) {
+  // `at` is the frame's offset in counts; the script needs it (data-x) only where a sibling before it was left
+  // out, since everywhere else it is its parent's offset plus the counts of the siblings drawn before it.
+  // Returns whether the frame was drawn.
+  bool frame(const std::string& name, const Node& node, double x, std::uint64_t at, bool after_gap,
+             std::size_t depth) {
     const double width = static_cast<double>(node.count) * pixels_per_count;
-    if (width < opt.min_width) return;
+    if (width < opt.min_width) return false;
     const double y = height - static_cast<double>((depth + 1) * opt.frame_height) - 10;
     char buf[256];
     const double percent = total > 0 ? 100.0 * static_cast<double>(node.count) / total : 0;
     std::snprintf(buf, sizeof buf, " (%llu %s, %.2f%%)", static_cast<unsigned long long>(node.count),
                   opt.count_name.c_str(), percent);
-    out << "<g><title>" << detail::xml_escape(name) << detail::xml_escape(buf) << "</title>";
+    if (after_gap) out << "<g data-x=\"" << at << "\">";
+    else out << "<g>";
+    out << "<title>" << detail::xml_escape(name) << detail::xml_escape(buf) << "</title>";
     std::snprintf(buf, sizeof buf, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%u\" fill=\"", x, y, width,
                   opt.frame_height - 1);
     out << buf << colour(name) << "\" rx=\"2\" ry=\"2\"/>";
@@ -77,10 +84,14 @@ struct Layout {
     }
     out << "</g>\n";
     double child_x = x;
+    std::uint64_t child_at = at;
+    bool gap = false;
     for (const auto& [child_name, child] : node.children) {
-      frame(child_name, *child, child_x, depth + 1);
+      if (!frame(child_name, *child, child_x, child_at, gap, depth + 1)) gap = true;
       child_x += static_cast<double>(child->count) * pixels_per_count;
+      child_at += child->count;
     }
+    return true;
   }
 };
 
@@ -108,7 +119,10 @@ void write_flame_graph_svg(const StackCounts& stacks, std::ostream& out, const F
   }
   Layout layout{options, out, static_cast<double>(root.count), usable / static_cast<double>(root.count), height,
                 pad_top};
-  layout.frame("all", root, pad_side, 0);
+  out << "<g id=\"frames\">\n";
+  layout.frame("all", root, pad_side, 0, false, 0);
+  out << "</g>\n";
+  out << detail::flame_graph_svg_script(options.width, options.font_size, options.frame_height, options.count_name);
   out << "</svg>\n";
 }
 
