@@ -82,6 +82,7 @@ struct Profiler::State {
   std::optional<PerfDataWriter> writer;  // created with the first sample: no file for a process without one
   std::string path;                      // the file the writer writes
   std::string summary_path;              // where stop() wrote the JSON summary
+  Unwinder unwinder = Unwinder::libunwind;  // the one in use: options.unwinder but under ThreadSanitizer
   bool write_failed = false;             // reported once; samples are dropped from then on
   Sampler::Totals totals;
   // Stacks as addresses, symbolized once at stop(): libdw (and the debuginfod client, curl and OpenSSL it
@@ -155,6 +156,7 @@ void Profiler::start() {
   // pointers there, the test builds' only difference.
   if (so.unwinder == Unwinder::libunwind) so.unwinder = Unwinder::frame_pointer;
 #endif
+  s.unwinder = so.unwinder;
   so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
   s.sampler.emplace(so);
 
@@ -279,7 +281,7 @@ std::string Profiler::summary_json() const {
   f.comm = detail::self_comm();
   f.event = s.sampler ? s.sampler->event_name() : s.options.event;
   f.frequency_hz = s.options.frequency;
-  f.unwinder = s.options.unwinder;
+  f.unwinder = s.sampler ? s.unwinder : s.options.unwinder;
   f.samples = s.samples.load();
   f.samples_dropped = s.samples_dropped;
   f.write_failed = s.write_failed;
