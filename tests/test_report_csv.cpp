@@ -52,7 +52,8 @@ TEST_CASE("Histogram::to_csv: one exact row per bucket, awkward title round-trip
   h.record(kHuge, 3);
   const auto rows = parse_csv(h.to_csv({.title = kAwkwardName, .unit = "ns"}));
   REQUIRE(rows.size() >= 2);
-  CHECK(rows[0] == std::vector<std::string>{"title", "unit", "lowest", "highest", "value", "count", "cumulative_count"});
+  const std::vector<std::string> header{"title", "unit", "lowest", "highest", "value", "count", "cumulative_count"};
+  CHECK(rows[0] == header);
   std::vector<selfperf::HistogramBucket> buckets;
   for (const auto& b : h.buckets()) buckets.push_back(b);
   REQUIRE(rows.size() == buckets.size() + 1);

@@ -73,7 +73,8 @@ class Profiler {
   // "threads_not_signalled","attach_failed","per_thread":[{"tid","samples","lost","rate_hz"}…],
   // "files":{"perf_data","folded","svg"}} (files null when none was written). docs/formats.md.
   std::string summary_json() const;
-  // The file stop() wrote summary_json() to; empty when ProfileOptions::summary is.
+  // The file stop() wrote summary_json() to; empty when ProfileOptions::summary is, or when it could not be
+  // written (said on stderr, naming the file and SELFPERF_SUMMARY; stop() does not throw for it).
   const std::string& summary_path() const noexcept;
   bool quiet() const noexcept;
   // In a child of fork(), right after it: makes the profile this process's own (a new file, a drain thread,

@@ -19,6 +19,20 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// The profiler's JSON with every key the sums below read: nothing here throws for a file cut short.
+bool is_summary(const json& j) {
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != "selfperf-profile-summary") return false;
+  auto count = [](const json& v) { return v.is_number_unsigned(); };
+  const json* lost = j.contains("lost") ? &j["lost"] : nullptr;
+  if (!lost || !lost->is_object()) return false;
+  for (const char* key : {"total", "buffer_full", "kernel", "coalesced"})
+    if (!lost->contains(key) || !count((*lost)[key])) return false;
+  for (const char* key : {"pid", "threads", "samples", "samples_dropped", "throttled", "rate_lowered",
+                          "threads_not_signalled", "attach_failed"})
+    if (!j.contains(key) || !count(j[key])) return false;
+  return j.contains("files") && j["files"].is_object() && j["files"].contains("perf_data");
+}
+
 std::vector<json> process_summaries(const fs::path& dir) {
   std::vector<json> out;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -27,7 +41,7 @@ std::vector<json> process_summaries(const fs::path& dir) {
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     json j = json::parse(text, nullptr, false);
     // A process killed while writing it: said, and counted in processes_without_summary, not fatal.
-    if (j.is_discarded() || !j.is_object() || j.value("format", "") != "selfperf-profile-summary") {
+    if (!is_summary(j)) {
       std::fprintf(stderr, "selfperf record: %s is no profiler summary (its process cut off?); left out\n",
                    e.path().filename().c_str());
       continue;
@@ -41,7 +55,10 @@ std::vector<json> process_summaries(const fs::path& dir) {
 
 std::uint64_t sum(const std::vector<json>& processes, const char* key, const char* inner = nullptr) {
   std::uint64_t total = 0;
-  for (const auto& p : processes) total += inner ? p.at(key).at(inner).get<std::uint64_t>() : p.at(key).get<std::uint64_t>();
+  for (const auto& p : processes) {
+    const json& value = inner ? p.at(key).at(inner) : p.at(key);
+    total += value.get<std::uint64_t>();
+  }
   return total;
 }
 
