@@ -98,6 +98,15 @@ class FrameLoop {
   // {<event>: n or null when not counted},"exceeded":["wall"|<event>…]}]}, histograms as Histogram::to_json writes
   // them; "unit" is "ns" or "count".
   std::string to_json() const;
+  // RFC 4180 CSV, one row for wall time and one per event: event,unit,budget,not_counted,count,min,max,sum,mean,
+  // stddev,p50,p90,p99,p99.9,p99.99. unit (ns or count) is that of budget, min … p99.99; not_counted and count
+  // are frame counts; budget 0 is none; min … p99.99 empty when no frame was measured. Integers exact, mean and
+  // stddev the shortest decimal that reads back as the double. docs/formats.md.
+  std::string to_csv() const;
+  // The over-budget frames kept (over_budget_frames()) as RFC 4180 CSV, one row per frame and member (wall time
+  // first): frame,event,unit,value,budget,over_budget. value is the frame's wall time or delta (empty where the
+  // event was not counted in the frame), over_budget 1 when that member exceeded its budget, else 0.
+  std::string over_budget_csv() const;
   // Forgets every frame (histograms, ring, counts) but keeps the events and budgets.
   void reset() noexcept;
 

@@ -204,6 +204,11 @@ class Histogram {
   // are exact integers (sum is a decimal string in the impossible case it exceeds 2^64); min, max, mean, stddev
   // are null and percentiles empty when nothing was recorded.
   std::string to_json(const HistogramFormat& format = {}) const;
+  // RFC 4180 CSV (CRLF line ends, fields quoted where needed), one row per non-empty bucket, lowest value first:
+  // title,unit,lowest,highest,value,count,cumulative_count. unit (format.unit, "count" when empty) is that of
+  // lowest, highest and value; count and cumulative_count are counts of recorded values. Integers exact.
+  // Only the header row when nothing was recorded. docs/formats.md.
+  std::string to_csv(const HistogramFormat& format = {}) const;
   // HdrHistogram's percentile distribution text (what its outputPercentileDistribution prints, saved as .hgrm
   // and read by HdrHistogram's plotFiles.html and HistogramLogAnalyzer): a header, one row per percentile tick
   // (Value, Percentile as a fraction, TotalCount, 1/(1-Percentile)), the ticks halving the distance to 100%

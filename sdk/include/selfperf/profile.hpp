@@ -10,7 +10,8 @@
 // Environment: SELFPERF_PROFILE (output path, %p: the pid; unset or empty: no profiling), SELFPERF_EVENT (any
 // event string, default cpu-clock or cycles), SELFPERF_FREQUENCY (samples/s per thread, default 999),
 // SELFPERF_UNWINDER (libunwind = dwarf, the default | frame_pointer | kernel), SELFPERF_MAX_DEPTH (frames per sample, default 127,
-// at most 1024), SELFPERF_QUIET=1 (no summary line on stderr).
+// at most 1024), SELFPERF_QUIET=1 (no summary line on stderr), SELFPERF_SUMMARY (a path, %p: the pid: the summary as
+// JSON, summary_json(), written at stop(), named and skipped when no sample was taken as OUT is, below).
 //
 // Process trees: SELFPERF_PROFILE stays in the environment, so the programs a profiled process starts (and,
 // under the preload library, the program it execs and the children it forks) are profiled too. No process overwrites a profile another
@@ -36,6 +37,9 @@ struct ProfileOptions {
   // perf's default depth (kernel.perf_event_max_stack); deeper frames are cut at the root.
   std::size_t max_depth = 127;
   bool quiet = false;  // profile_from_env: no summary line on stderr
+  // Where stop() writes summary_json() (%p: the pid; a name another process of the run holds is not taken,
+  // and a process that took and lost no sample writes none, as with `output`); empty: not written.
+  std::filesystem::path summary;
 };
 
 // Options from the environment; nullopt-like: output empty when SELFPERF_PROFILE is unset.
@@ -63,6 +67,15 @@ class Profiler {
   const std::string& output_path() const noexcept;
   // After stop(): one line naming the process, its samples, threads, losses and the files written.
   std::string summary() const;
+  // After stop(): the same facts as JSON, every count an exact integer: {"format":"selfperf-profile-summary",
+  // "version":1,"units":{…},"pid","comm","event","frequency_hz","unwinder","written","write_failed","samples",
+  // "samples_dropped","threads","lost":{"total","buffer_full","kernel","coalesced"},"throttled","rate_lowered",
+  // "threads_not_signalled","attach_failed","per_thread":[{"tid","samples","lost","rate_hz"}…],
+  // "files":{"perf_data","folded","svg"}} (files null when none was written). docs/formats.md.
+  std::string summary_json() const;
+  // The file stop() wrote summary_json() to; empty when ProfileOptions::summary is, or when it could not be
+  // written (said on stderr, naming the file and SELFPERF_SUMMARY; stop() does not throw for it).
+  const std::string& summary_path() const noexcept;
   bool quiet() const noexcept;
   // In a child of fork(), right after it: makes the profile this process's own (a new file, a drain thread,
   // the calling thread attached); what was copied from the parent is dropped unwritten. No-op elsewhere.

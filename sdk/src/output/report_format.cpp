@@ -26,6 +26,13 @@ std::string csv_number(double value) {
   return std::string(buf, result.ptr);
 }
 
+std::string decimal(unsigned __int128 value) {
+  if (value == 0) return "0";
+  std::string digits;
+  for (; value != 0; value /= 10) digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(value % 10)));
+  return digits;
+}
+
 std::string event_unit(std::string_view event) {
   const std::string_view base = event.substr(0, event.find(':'));
   return base == "task-clock" || base == "cpu-clock" ? "ns" : "count";

@@ -13,6 +13,9 @@ std::string csv_field(std::string_view text);
 // below 1e21); "" for NaN and the infinities, which CSV has no way to say.
 std::string csv_number(double value);
 
+// The exact decimal of an unsigned integer of up to 128 bits (a Histogram's sum), which a double would round.
+std::string decimal(unsigned __int128 value);
+
 // "ns" for the software clocks (task-clock, cpu-clock), "count" for every other event.
 std::string event_unit(std::string_view event);
 

@@ -6,6 +6,7 @@
 #include "sampling/new_threads.hpp"
 #include "perf_data/perf_data_features.hpp"
 #include "profiling/profile_output.hpp"
+#include "profiling/profile_summary.hpp"
 
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <mutex>
 #include <new>
@@ -60,6 +62,7 @@ ProfileOptions profile_options_from_env() {
     o.frequency = env_number("SELFPERF_FREQUENCY", 1, 100000, "samples per second per thread");
   if (!env("SELFPERF_MAX_DEPTH").empty())
     o.max_depth = env_number("SELFPERF_MAX_DEPTH", 1, 1024, "the most frames kept per sample");
+  o.summary = env("SELFPERF_SUMMARY");
   o.quiet = !env("SELFPERF_QUIET").empty() && env("SELFPERF_QUIET") != "0";
   if (auto u = env("SELFPERF_UNWINDER"); !u.empty()) {
     if (u == "frame_pointer" || u == "fp") o.unwinder = Unwinder::frame_pointer;
@@ -78,6 +81,8 @@ struct Profiler::State {
   EventDescription event;
   std::optional<PerfDataWriter> writer;  // created with the first sample: no file for a process without one
   std::string path;                      // the file the writer writes
+  std::string summary_path;              // where stop() wrote the JSON summary
+  Unwinder unwinder = Unwinder::libunwind;  // the one in use: options.unwinder but under ThreadSanitizer
   bool write_failed = false;             // reported once; samples are dropped from then on
   Sampler::Totals totals;
   // Stacks as addresses, symbolized once at stop(): libdw (and the debuginfod client, curl and OpenSSL it
@@ -95,6 +100,7 @@ struct Profiler::State {
   void (*on_first_pass)() = nullptr;
 
   void start_drainer();
+  void finish();
 
   void open_writer() {
     int fd = detail::claim_profile_output(options.output.string(), ::getpid(), run_start_ns, path);
@@ -150,6 +156,7 @@ void Profiler::start() {
   // pointers there, the test builds' only difference.
   if (so.unwinder == Unwinder::libunwind) so.unwinder = Unwinder::frame_pointer;
 #endif
+  s.unwinder = so.unwinder;
   so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
   so.max_depth = s.options.max_depth;
   s.sampler.emplace(so);
@@ -193,6 +200,7 @@ void Profiler::restart_in_fork_child() {
   if (s.writer) s.writer->abandon();
   s.writer.reset();
   s.path.clear();
+  s.summary_path.clear();
   s.raw_stacks.clear();
   s.samples = 0;
   s.lost = 0;
@@ -217,6 +225,27 @@ void Profiler::stop() {
     detail::fork_no_longer_waits_for(s.mu);  // and it has no drainer
     return;
   }
+  // The summary is written even when the files were not (write_failed), but, as they are, not by a process
+  // that took and lost no sample (a fork child about to exec, say): it would say nothing.
+  std::exception_ptr failed;
+  try {
+    s.finish();
+  } catch (const std::exception&) {
+    failed = std::current_exception();
+  }
+  // Said, not thrown: the profile itself was written, and the summary line still follows.
+  if (!s.options.summary.empty() && (s.writer || s.write_failed || s.totals.lost > 0)) {
+    try {
+      s.summary_path = detail::write_profile_summary(s.options.summary.string(), s.run_start_ns, summary_json());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "selfperf: summary not written: %s\n", e.what());
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
+
+void Profiler::State::finish() {
+  auto& s = *this;
   {
     std::lock_guard lock(s.mu);
     s.stopping = true;
@@ -244,6 +273,24 @@ void Profiler::stop() {
   if (!folded || !svg) throw Error("profiler: cannot write " + s.path + ".folded / .svg");
 }
 
+std::string Profiler::summary_json() const {
+  const auto& s = *state_;
+  detail::ProfileSummaryFacts f;
+  f.pid = ::getpid();
+  f.comm = detail::self_comm();
+  f.event = s.sampler ? s.sampler->event_name() : s.options.event;
+  f.frequency_hz = s.options.frequency;
+  f.unwinder = s.sampler ? s.unwinder : s.options.unwinder;
+  f.samples = s.samples.load();
+  f.samples_dropped = s.samples_dropped;
+  f.write_failed = s.write_failed;
+  if (s.writer) f.perf_data = s.path;
+  f.totals = &s.totals;
+  return detail::profile_summary_json(f);
+}
+
+const std::string& Profiler::summary_path() const noexcept { return state_->summary_path; }
+
 std::string Profiler::summary() const {
   const auto& s = *state_;
   const auto& t = s.totals;
@@ -266,6 +313,7 @@ std::string Profiler::summary() const {
   if (s.samples_dropped > 0) line += ", " + std::to_string(s.samples_dropped) + " dropped after a write error";
   if (t.rate_lowered > 0) line += ", rate lowered " + std::to_string(t.rate_lowered) + "x (sampling cost too much)";
   line += "; wrote " + s.path + " (perf report -i " + s.path + "), .folded, .svg";
+  if (!s.summary_path.empty()) line += ", summary " + s.summary_path;
   return line;
 }
 

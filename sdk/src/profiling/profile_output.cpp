@@ -77,7 +77,8 @@ std::int64_t join_profile_run() {
   return now;
 }
 
-int claim_profile_output(const std::string& pattern, pid_t pid, std::int64_t run_start_ns, std::string& path) {
+int claim_profile_output(const std::string& pattern, pid_t pid, std::int64_t run_start_ns, std::string& path,
+                         const char* variable) {
   const std::string first = expand(pattern, pid);
   const std::string stem = pattern.find("%p") != std::string::npos ? first : first + "." + std::to_string(pid);
   for (int suffix = -1; suffix <= kMaxSuffix; ++suffix) {
@@ -91,12 +92,12 @@ int claim_profile_output(const std::string& pattern, pid_t pid, std::int64_t run
     if (errno != EEXIST) {
       const int err = errno;
       throw Error("profile: cannot create " + name + " (" + std::strerror(err) +
-                      "); set SELFPERF_PROFILE to a path in a writable directory",
+                      "); set " + variable + " to a path in a writable directory",
                   err);
     }
   }
   throw Error("profile: " + first + " and " + stem + ".1 … ." + std::to_string(kMaxSuffix) +
-              " all exist and belong to this run; set SELFPERF_PROFILE to a new name (%p: the pid)");
+              " all exist and belong to this run; set " + variable + " to a new name (%p: the pid)");
 }
 
 }  // namespace selfperf::detail

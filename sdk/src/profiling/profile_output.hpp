@@ -17,7 +17,9 @@ std::int64_t join_profile_run();
 // free when it does not exist, or when it is a file that no process of the run holds and that was last
 // written before the run started (a profile from an earlier run, replaced). The returned fd is locked
 // (flock) as long as it is open, truncated, O_CLOEXEC; `path` receives the name. Throws selfperf::Error
-// naming the pattern when no name can be created (directory missing or not writable).
-int claim_profile_output(const std::string& pattern, pid_t pid, std::int64_t run_start_ns, std::string& path);
+// naming the pattern and `variable` (where the pattern came from) when no name can be created (directory
+// missing or not writable).
+int claim_profile_output(const std::string& pattern, pid_t pid, std::int64_t run_start_ns, std::string& path,
+                         const char* variable = "SELFPERF_PROFILE");
 
 }  // namespace selfperf::detail

@@ -1,7 +1,8 @@
 // selfperf record: `selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] -- CMD…` runs CMD
 // under the preload profiler, follows the whole process tree (each process image writes its own profile into
 // a temporary directory), then merges the profiles into FILE (perf.data), FILE.folded and FILE.svg; `-o -`
-// writes pipe-mode perf.data to standard output instead, and no side files.
+// writes pipe-mode perf.data to standard output instead, and no side files. With --summary-json, the run's
+// summary as JSON (record_summary.hpp).
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "merge.hpp"
+#include "record_summary.hpp"
 #include "selfperf/error.hpp"
 
 namespace fs = std::filesystem;
@@ -27,7 +29,8 @@ namespace selfperf::tool {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [-q] -- CMD [ARG...]\n"
+    "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [--summary-json JSON] [-q]\n"
+    "                       -- CMD [ARG...]\n"
     "  Profiles CMD and every process it starts (wrappers, fork, exec) into FILE (default perf.data), which\n"
     "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
     "  -o -      pipe-mode perf.data to standard output (selfperf record -o - -- CMD | perf report -i -); CMD's\n"
@@ -35,13 +38,16 @@ constexpr const char* kUsage =
     "  -F HZ     samples per second per thread (default 999)\n"
     "  -e EVENT  event to sample (default cpu-clock where no hardware PMU)\n"
     "  --call-graph dwarf|fp|kernel   unwinder (default dwarf: works without frame pointers)\n"
-    "  -q        no summary\n";
+    "  --summary-json JSON  also write the summary as JSON (processes, threads, samples, lost by cause, rate\n"
+    "            lowered, files written, and each process's own: docs/formats.md), also when nothing was sampled\n"
+    "  -q        no summary on stderr\n";
 
 struct RecordArgs {
   fs::path output = "perf.data";
   std::string frequency;
   std::string event;
   std::string unwinder;
+  fs::path summary_json;
   bool quiet = false;
   std::vector<std::string> command;
 };
@@ -54,6 +60,7 @@ RecordArgs parse_record(int argc, char** argv) {
     else if (o.is("-F", "--freq")) a.frequency = o.value();
     else if (o.is("-e", "--event")) a.event = o.value();
     else if (o.is("-q", "--quiet")) a.quiet = true;
+    else if (o.is("--summary-json")) a.summary_json = o.value();
     else if (o.is("--call-graph") || o.arg().rfind("--call-graph=", 0) == 0) {
       const std::string mode = o.is("--call-graph") ? o.value() : o.arg().substr(13);
       if (mode == "dwarf") a.unwinder = "libunwind";
@@ -106,6 +113,11 @@ void set_profile_environment(const RecordArgs& a, const fs::path& lib, const fs:
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
   ::setenv("SELFPERF_PROFILE", (dir / "p.%p.data").c_str(), 1);
   ::setenv("SELFPERF_QUIET", "1", 1);  // the summary is this program's
+  // Each process's JSON summary, for --summary-json; never the caller's SELFPERF_SUMMARY, as with the profiles.
+  // A folder of their own: an exec'd image's is p.<pid>.json.1, which no suffix test would tell from a profile.
+  std::error_code ec;  // a failure shows as each process failing to write its summary, named on stderr
+  fs::create_directory(dir / "summaries", ec);
+  ::setenv("SELFPERF_SUMMARY", (dir / "summaries" / "p.%p.json").c_str(), 1);
   ::unsetenv("SELFPERF_RUN");          // a run of its own, whatever the caller's environment says
   if (!a.frequency.empty()) ::setenv("SELFPERF_FREQUENCY", a.frequency.c_str(), 1);
   if (!a.event.empty()) ::setenv("SELFPERF_EVENT", a.event.c_str(), 1);
@@ -173,15 +185,19 @@ int record(int argc, char** argv) {
     const auto inputs = profiles_in(dir);
     const fs::path folded = a.output.string() + ".folded";
     const fs::path svg = a.output.string() + ".svg";
+    RecordOutcome outcome{a.command, status, nullptr, 0, a.output, to_stdout ? "" : folded, to_stdout ? "" : svg};
+    MergeSummary summary;
     if (inputs.empty()) {
       std::fprintf(stderr,
                    "selfperf record: no process took a sample (a run shorter than a sampling period, or profiling "
                    "disabled: see the messages above); nothing written\n");
     } else {
-      const auto summary = selfperf::tool::merge_profiles(inputs, a.output, a.command);
+      summary = selfperf::tool::merge_profiles(inputs, a.output, a.command);
       const auto stacks = to_stdout ? summary.samples
                                     : selfperf::tool::merge_folded(summary, folded, svg,
                                                                    "selfperf record: " + a.command[0]);
+      outcome.merged = &summary;
+      outcome.folded_samples = stacks;
       if (!a.quiet) {
         std::fprintf(stderr, "selfperf record: %zu processes, %zu threads, %llu samples, %llu lost\n",
                      summary.processes.size(), summary.threads, static_cast<unsigned long long>(summary.samples),
@@ -200,6 +216,10 @@ int record(int argc, char** argv) {
           std::fprintf(stderr, "selfperf record: wrote %s (perf report -i %s --sort comm,pid), %s, %s\n",
                        a.output.c_str(), a.output.c_str(), folded.c_str(), svg.c_str());
       }
+    }
+    if (!a.summary_json.empty()) {
+      write_text_file(a.summary_json, record_summary_json(outcome, dir / "summaries"));
+      if (!a.quiet) std::fprintf(stderr, "selfperf record: wrote %s\n", a.summary_json.c_str());
     }
   } catch (const selfperf::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
