@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -122,7 +123,8 @@ FdeRanges read_fde_ranges(Elf* elf) {
     if (data == nullptr || data->d_buf == nullptr) return ranges;
     const auto* base = static_cast<const std::uint8_t*>(data->d_buf);
     const auto* section_end = base + data->d_size;
-    std::vector<std::pair<Dwarf_Off, std::optional<std::uint8_t>>> cies;  // offset → its FDE encoding
+    // A CIE per object file linked in is common, so a large program has thousands: looked up by hash.
+    std::unordered_map<Dwarf_Off, std::optional<std::uint8_t>> cies;  // section offset → its FDE encoding
     Dwarf_Off offset = 0;
     Dwarf_Off next = 0;
     Dwarf_CFI_Entry entry;
@@ -134,10 +136,10 @@ FdeRanges read_fde_ranges(Elf* elf) {
         continue;  // a malformed entry libdw could step over
       }
       if (entry.CIE_id == LIBDW_CIE_ID) {
-        cies.emplace_back(offset, fde_encoding(entry.cie, address_size));
+        cies.emplace(offset, fde_encoding(entry.cie, address_size));
         continue;
       }
-      auto cie = std::find_if(cies.begin(), cies.end(), [&](const auto& c) { return c.first == entry.fde.CIE_pointer; });
+      const auto cie = cies.find(entry.fde.CIE_pointer);
       if (cie == cies.end() || !cie->second) continue;
       Bytes r(entry.fde.start, std::min(entry.fde.end, section_end));
       const std::uint8_t enc = *cie->second;
