@@ -71,7 +71,22 @@ TEST_CASE("names libc functions and says when nothing covers an address") {
   auto none = s.symbolize(0x10);
   CHECK(none.function.empty());
   CHECK(none.module.empty());
-  CHECK(none.display_name(0x10) == "0x10");
+  CHECK(none.display_name(0x10) == "[unknown]");  // perf's name for an address outside every mapping
+}
+
+TEST_CASE("a frame without a symbol is named by its function's FDE, or by its module as perf's tools do") {
+  SymbolInfo in_fde;
+  in_fde.module = "/usr/bin/gzip";
+  in_fde.offset = 0x4330;
+  in_fde.fde_start = 0x4290;
+  CHECK(in_fde.display_name() == "gzip+0x4290");
+  SymbolInfo other_address = in_fde;
+  other_address.offset = 0x4313;  // same function: same box
+  CHECK(other_address.display_name() == in_fde.display_name());
+  SymbolInfo no_fde;
+  no_fde.module = "/usr/bin/gzip";
+  no_fde.offset = 0x4330;
+  CHECK(no_fde.display_name() == "[gzip]");  // stackcollapse-perf's name for perf's "[unknown] (/usr/bin/gzip)"
 }
 
 TEST_CASE("stack_names follows a stack leaf first") {

@@ -28,7 +28,9 @@ class PerfDataSymbolizer {
 
   // The function at `address` in process `pid`'s current image (a return address is looked up one byte
   // earlier, so that a call ending a function is not given to the next one); "[module]" where the module has
-  // no symbol there (as perf groups them), "[kernel]" for kernel addresses, "[unknown]" outside every mapping.
+  // no symbol or FDE there (as stackcollapse-perf groups them), "module+0x<FDE start>" where an FDE covers it
+  // (one name per function, as SymbolInfo::display_name), "[kernel]" for kernel addresses, "[unknown]" outside
+  // every mapping.
   std::string name(std::uint32_t pid, std::uint64_t address, bool return_address);
   // The process's current command name, "pid N" when the file never named it.
   std::string comm(std::uint32_t pid) const;

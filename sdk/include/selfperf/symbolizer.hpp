@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -17,10 +18,16 @@ struct SymbolInfo {
   std::string module;    // path of the mapped file (or [vdso])
   std::string file;      // source file; empty without debug info
   int line = 0;
-  std::uint64_t offset = 0;  // address - symbol start
+  std::uint64_t offset = 0;  // address - symbol start; without a symbol the ELF address (as perf script shows it)
+  // Without a symbol: where the function's .eh_frame FDE starts (ELF address); empty when no FDE covers it.
+  std::optional<std::uint64_t> fde_start;
 
-  // "function" or, without a symbol, "module+0xoffset" / "0xaddress": a name flame graphs can use.
-  std::string display_name(std::uint64_t address) const;
+  // A name flame graphs can use, the same for every address of one function: "function"; without a symbol
+  // "module+0x<FDE start>" (ELF address, as perf prints it), "[module]" where no FDE covers it (as
+  // stackcollapse-perf names perf's "[unknown] (module)"), "[unknown]" outside every module (as perf does).
+  std::string display_name() const;
+  // The same; the address is no longer part of the name (kept for source compatibility).
+  std::string display_name(std::uint64_t /*address*/) const { return display_name(); }
 };
 
 // abi::__cxa_demangle of a mangled C++ name; the name unchanged when it is not one.

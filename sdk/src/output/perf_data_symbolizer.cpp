@@ -14,6 +14,7 @@
 
 #include <elfutils/libdwfl.h>
 
+#include "output/unknown_frame.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/record.hpp"
 #include "selfperf/symbolizer.hpp"
@@ -76,11 +77,9 @@ struct PerfDataSymbolizer::Image {
 
   Image() = default;
   Image(const Image& other) : maps(other.maps), comm(other.comm) {}  // a fork's copy builds its own session
-  ~Image() {
-    if (dwfl) dwfl_end(dwfl);
-  }
+  ~Image() { detail::end_session(dwfl); }
   void changed() {
-    if (dwfl) dwfl_end(dwfl);
+    detail::end_session(dwfl);
     dwfl = nullptr;
     dwfl_built = false;
     cache.clear();
@@ -149,13 +148,16 @@ std::string PerfDataSymbolizer::name(std::uint32_t pid, std::uint64_t address, b
   Image& image = *it->second;
   if (auto hit = image.cache.find(pc); hit != image.cache.end()) return hit->second;
   std::string result;
+  Dwfl_Module* mod = nullptr;
   if (Dwfl* dwfl = image.session())
-    if (Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc))
+    if ((mod = dwfl_addrmodule(dwfl, pc)) != nullptr)
       if (const char* sym = dwfl_module_addrname(mod, pc)) result = demangle(sym);
   if (result.empty()) {
-    result = "[unknown]";
+    // Named as Symbolizer names it in the profile itself (unknown_frame.cpp): one name per function.
+    std::string module;
     for (const auto& m : image.maps)
-      if (pc >= m.start && pc < m.start + m.len) result = "[" + basename_of(m.filename) + "]";
+      if (pc >= m.start && pc < m.start + m.len) module = m.filename;
+    result = detail::unknown_frame_name(module, module.empty() ? std::nullopt : detail::fde_start(mod, pc));
   }
   image.cache.emplace(pc, result);
   return result;

@@ -1,7 +1,6 @@
 // Symbolizer over elfutils libdwfl: module list from /proc/self/maps, names from .symtab/.dynsym, lines from DWARF.
 #include "selfperf/symbolizer.hpp"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
@@ -10,6 +9,7 @@
 
 #include <elfutils/libdwfl.h>
 
+#include "output/unknown_frame.hpp"
 #include "selfperf/error.hpp"
 
 namespace selfperf {
@@ -38,19 +38,12 @@ std::string demangle(const char* name) {
   return result;
 }
 
-std::string SymbolInfo::display_name(std::uint64_t address) const {
+std::string SymbolInfo::display_name() const {
   if (!function.empty()) return function;
-  char buf[32];
-  if (!module.empty()) {
-    auto slash = module.rfind('/');
-    std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(offset));
-    return module.substr(slash == std::string::npos ? 0 : slash + 1) + buf;
-  }
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
-  return buf;
+  return detail::unknown_frame_name(module, fde_start);
 }
 
-void Symbolizer::DwflDeleter::operator()(void* dwfl) const noexcept { dwfl_end(as_dwfl(dwfl)); }
+void Symbolizer::DwflDeleter::operator()(void* dwfl) const noexcept { detail::end_session(as_dwfl(dwfl)); }
 
 Symbolizer::Symbolizer() { report(); }
 
@@ -92,9 +85,8 @@ SymbolInfo Symbolizer::lookup(std::uint64_t pc) {
     mod = dwfl_addrmodule(dwfl, pc);
   }
   if (mod == nullptr) return info;
-  Dwarf_Addr base = 0;
   const char* mainfile = nullptr;
-  const char* modname = dwfl_module_info(mod, nullptr, &base, nullptr, nullptr, nullptr, &mainfile, nullptr);
+  const char* modname = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &mainfile, nullptr);
   info.module = mainfile ? mainfile : (modname ? modname : "");
   GElf_Off offset = 0;
   GElf_Sym sym{};
@@ -106,7 +98,11 @@ SymbolInfo Symbolizer::lookup(std::uint64_t pc) {
     info.function = demangle(plain.c_str());
     info.offset = offset;
   } else {
-    info.offset = pc - base;
+    // The ELF's own address, as perf script and objdump print it: not pc - the module's lowest mapping, which
+    // is the file offset (0x4e3eb where perf shows 0x44e3eb in a non-PIE executable).
+    Dwarf_Addr bias = 0;
+    if (dwfl_module_getelf(mod, &bias) != nullptr && pc >= bias) info.offset = pc - bias;
+    info.fde_start = detail::fde_start(mod, pc);
   }
   if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
     int lineno = 0;
@@ -131,7 +127,7 @@ std::vector<std::string> Symbolizer::stack_names(std::span<const std::uint64_t> 
   names.reserve(frames.size());
   for (std::size_t i = 0; i < frames.size(); ++i) {
     std::uint64_t pc = (i == 0 || frames[i] == 0) ? frames[i] : frames[i] - 1;
-    names.push_back(symbolize(pc).display_name(pc));
+    names.push_back(symbolize(pc).display_name());
   }
   return names;
 }
