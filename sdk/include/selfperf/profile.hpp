@@ -39,7 +39,7 @@ struct ProfileOptions {
   bool quiet = false;  // profile_from_env: no summary line on stderr
   // Where stop() writes summary_json() (%p: the pid; a name another process of the run holds is not taken,
   // and a process that took and lost no sample writes none, as with `output`); empty: not written.
-  std::filesystem::path summary;
+  std::filesystem::path summary{};
 };
 
 // Options from the environment; nullopt-like: output empty when SELFPERF_PROFILE is unset.
