@@ -131,7 +131,9 @@ char thread_state(pid_t tid) {
 TEST_CASE("fork() waits until a profiler's drain thread is between passes") {
   // The drain thread's lock, held here as if mid-pass. The forking thread must block in fork() until it is
   // released: once that thread is seen asleep, fork() must not have returned yet.
-  std::mutex work;
+  // Static, not on the stack: a later test's lock at the same address would be the same lock to TSan, whose
+  // lock-order graph then sees an inversion between two tests' locks.
+  static std::mutex work;
   detail::fork_waits_for(work, detail::ForkLockRank::profiler);
   work.lock();
   std::atomic<pid_t> forker_tid{0};
@@ -157,8 +159,8 @@ TEST_CASE("fork() takes the library's locks outermost first, whatever order they
   // first, the inner one after. Were the inner one taken first at fork (the order of registration reversed,
   // as it once was), fork() would hold it while waiting for the outer one, and the drain pass, wanting the
   // inner one next, would never give the outer one back.
-  std::mutex outer;
-  std::mutex inner;
+  static std::mutex outer;  // static: see the test above
+  static std::mutex inner;
   detail::fork_waits_for(outer, detail::ForkLockRank::profiler);
   detail::fork_waits_for(inner, detail::ForkLockRank::leaf);
   outer.lock();
