@@ -5,22 +5,16 @@
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 program="$build/samples/perf_data_three_functions"
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [[ -z $browser ]]; then
-  echo "skipped: chromium is not installed (apt-get install chromium)"
-  exit 77
-fi
+source "${2:?source dir}/tests/chromium_helpers.sh"
+find_chromium
 command -v python3 >/dev/null || { echo "skipped: python3 is needed to decode the screenshot"; exit 77; }
 [[ -x $program ]] || { echo "FAIL: build perf_data_three_functions first"; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-export HOME=$tmp   # chromium writes its profile under HOME; nobody's may not be writable
 "$program" "$tmp/three.data" 50 > /dev/null
-timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
-  --disable-component-update --disable-sync --no-first-run --user-data-dir="$tmp/profile" \
-  --screenshot="$tmp/out.png" --window-size=1200,800 "file://$tmp/three.data.svg" > chromium.log 2>&1 || true
+headless_chromium "$tmp" --screenshot="$tmp/out.png" "file://$tmp/three.data.svg" > chromium.log 2>&1 || true
 [[ -s $tmp/out.png ]] || { cat chromium.log; echo "FAIL: chromium wrote no screenshot"; exit 1; }
 
 python3 - "$tmp/out.png" <<'PY'

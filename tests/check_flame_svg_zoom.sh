@@ -13,11 +13,8 @@
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 program="$build/samples/perf_data_three_functions"
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [[ -z $browser ]]; then
-  echo "skipped: chromium is not installed (apt-get install chromium)"
-  exit 77
-fi
+source "${2:?source dir}/tests/chromium_helpers.sh"
+find_chromium
 command -v python3 >/dev/null || { echo "skipped: python3 is needed to read chromium's output"; exit 77; }
 [[ -x $program ]] || { echo "FAIL: build perf_data_three_functions first"; exit 1; }
 from_folded="$build/tests/flame_svg_from_folded"
@@ -26,7 +23,6 @@ from_folded="$build/tests/flame_svg_from_folded"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-export HOME=$tmp   # chromium writes its profile under HOME; nobody's may not be writable
 "$program" "$tmp/three.data" 50 > /dev/null   # 500 samples: alpha 50 %, beta 30 %, gamma 20 %
 
 driver=$(cat <<'JS'
@@ -88,9 +84,7 @@ svg = open(sys.argv[1]).read()
 at = svg.rindex('</svg>')
 open(sys.argv[2], 'w').write(svg[:at] + sys.argv[3] + '\n' + svg[at:])
 PY
-  timeout -k 10 120 "$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
-    --disable-component-update --disable-sync --no-first-run --user-data-dir="$tmp/profile" \
-    --window-size=1200,800 --dump-dom "file://$tmp/driven.svg" 2> chromium.log || true
+  headless_chromium "$tmp" --dump-dom "file://$tmp/driven.svg" 2> chromium.log || true
 }
 drive "$tmp/three.data.svg" "$driver" > dom.txt
 grep -q 'data-probe=' dom.txt || { tail -20 chromium.log; echo "FAIL: chromium ran no driver script"; exit 1; }
