@@ -19,24 +19,7 @@ using selfperf::FrameLoop;
 using selfperf::GroupReading;
 using selfperf::test::allocations;
 using selfperf::test::burn_cpu;
-
-namespace {
-
-// A reading as a group of counters that never multiplex would give: running == enabled == `ns`.
-GroupReading reading(std::initializer_list<std::uint64_t> values, std::uint64_t ns) {
-  GroupReading r;
-  r.resize(values.size());
-  std::size_t i = 0;
-  for (auto v : values) {
-    r[i].value = v;
-    r[i].time_enabled = ns;
-    r[i].time_running = ns;
-    ++i;
-  }
-  return r;
-}
-
-}  // namespace
+using selfperf::test::reading;
 
 TEST_CASE("frames over an event budget are exactly those whose delta exceeds it (caller-supplied readings)") {
   FrameLoop loop({"a", "b"}, {.over_budget_capacity = 16});

@@ -12,11 +12,14 @@
 #include "selfperf/counter_group.hpp"
 #include "selfperf/frame_loop.hpp"
 #include "selfperf/histogram.hpp"
+#include "test_support.hpp"
 
 using selfperf::FrameLoop;
 using selfperf::GroupReading;
 using selfperf::Histogram;
 using selfperf::test::parse_csv;
+
+using selfperf::test::reading;
 
 namespace {
 
@@ -30,18 +33,6 @@ std::map<std::string, std::size_t> columns(const std::vector<std::string>& heade
   return out;
 }
 
-GroupReading reading(std::initializer_list<std::uint64_t> values, std::uint64_t ns) {
-  GroupReading r;
-  r.resize(values.size());
-  std::size_t i = 0;
-  for (auto v : values) {
-    r[i].value = v;
-    r[i].time_enabled = ns;
-    r[i].time_running = ns;
-    ++i;
-  }
-  return r;
-}
 
 }  // namespace
 

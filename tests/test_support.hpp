@@ -8,10 +8,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <initializer_list>
 #include <string>
 
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "selfperf/counter_group.hpp"
 
 namespace selfperf::test {
 
@@ -116,6 +119,20 @@ inline std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// A reading as a group of counters that never multiplex would give: running == enabled == `ns`.
+inline selfperf::GroupReading reading(std::initializer_list<std::uint64_t> values, std::uint64_t ns) {
+  selfperf::GroupReading r;
+  r.resize(values.size());
+  std::size_t i = 0;
+  for (auto v : values) {
+    r[i].value = v;
+    r[i].time_enabled = ns;
+    r[i].time_running = ns;
+    ++i;
+  }
+  return r;
 }
 
 }  // namespace selfperf::test
