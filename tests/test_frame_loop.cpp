@@ -1,5 +1,6 @@
 #include <doctest.h>
 
+#include <array>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ using selfperf::GroupReading;
 using selfperf::test::allocations;
 using selfperf::test::burn_cpu;
 using selfperf::test::reading;
+using selfperf::test::thread_cpu_ns;
 
 TEST_CASE("frames over an event budget are exactly those whose delta exceeds it (caller-supplied readings)") {
   FrameLoop loop({"a", "b"}, {.over_budget_capacity = 16});
@@ -130,14 +132,20 @@ TEST_CASE("a real group: over-budget frames are exactly the ones that burned CPU
 
   const auto burns = [](std::size_t i) { return i % 7 == 3; };
   const auto touches = [](std::size_t i) { return i % 5 == 1; };
+  // The thread's CPU clock, read beside each mark, is the independent truth for the CPU budget: a frame that
+  // only touches pages is usually far under 10 ms, but in a VM the host's first touch of fresh guest memory is
+  // charged to it too (seen once in CI under ASan), so "under budget" cannot be assumed from the workload.
+  std::array<std::uint64_t, frames + 1> cpu_at_mark{};
   const unsigned long allocations_before = allocations.load();
   for (std::size_t i = 0; i < frames; ++i) {
     loop.mark();
+    cpu_at_mark[i] = thread_cpu_ns();
     if (burns(i)) burn_cpu(20'000'000);
     if (touches(i))
       for (std::size_t p = 0; p < pages_per_frame; ++p) bytes[(i * pages_per_frame + p) * page] = 1;
   }
   loop.mark();  // closes the last frame
+  cpu_at_mark[frames] = thread_cpu_ns();
   const unsigned long allocations_after = allocations.load();
   munmap(mem, length);
 
@@ -149,9 +157,14 @@ TEST_CASE("a real group: over-budget frames are exactly the ones that burned CPU
   CHECK(loop.histogram(0).max() >= 15'000'000);  // task-clock and the thread CPU clock differ slightly
   CHECK(loop.histogram(1).max() >= pages_per_frame);
 
-  std::set<std::uint64_t> expected_cpu, expected_faults, got_cpu, got_faults;
+  // Frames within 1 ms of the budget by the thread clock are left out: task-clock and the clock are read a few
+  // microseconds apart. Every burning frame is far over it, so the set is never trivially empty.
+  std::set<std::uint64_t> expected_cpu, expected_faults, got_cpu, got_faults, near_budget;
   for (std::size_t i = 0; i < frames; ++i) {
-    if (burns(i)) expected_cpu.insert(i);
+    const std::uint64_t cpu = cpu_at_mark[i + 1] - cpu_at_mark[i];
+    if (cpu > 11'000'000) expected_cpu.insert(i);
+    else if (cpu >= 9'000'000) near_budget.insert(i);
+    if (burns(i)) CHECK(expected_cpu.count(i) == 1);
     if (touches(i)) expected_faults.insert(i);
   }
   const auto over = loop.over_budget_frames();
@@ -162,11 +175,21 @@ TEST_CASE("a real group: over-budget frames are exactly the ones that burned CPU
     if (frame.over_event_budget(1)) CHECK(frame.deltas[1] >= pages_per_frame);
     if (frame.over_event_budget(0)) CHECK(frame.wall_ns >= frame.deltas[0] / 2);
   }
+  for (auto i : near_budget) got_cpu.erase(i);
+  const auto list = [](const std::set<std::uint64_t>& frames_set) {
+    std::string text;
+    for (auto i : frames_set) text += std::to_string(i) + " ";
+    return text;
+  };
+  INFO("over the CPU budget: flagged " << list(got_cpu) << "| by the thread clock " << list(expected_cpu)
+                                       << "| near it " << list(near_budget));
+  INFO("over the fault budget: flagged " << list(got_faults) << "| touching " << list(expected_faults));
   CHECK(got_cpu == expected_cpu);
   CHECK(got_faults == expected_faults);
   std::set<std::uint64_t> expected_all = expected_cpu;
   expected_all.insert(expected_faults.begin(), expected_faults.end());
-  CHECK(over.size() == expected_all.size());
+  CHECK(over.size() >= expected_all.size());
+  CHECK(over.size() <= expected_all.size() + near_budget.size());
 
   const std::string report = loop.report();
   INFO(report);
