@@ -3,6 +3,7 @@
 // consumer on two threads lose nothing they do not count.
 #include <doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -39,29 +40,67 @@ bool intact(const Sample& s, std::uint64_t seq) {
 }  // namespace
 
 TEST_CASE("records come out in order and intact across many wrap-arounds; a full buffer refuses") {
-  SampleBuffer buffer(3, 4);
-  std::uint64_t written = 0, read = 0, refused = 0;
+  SampleBuffer buffer(3, 4);  // 27 words: three records of 4 frames (9 words), more of fewer frames
+  const std::size_t full = SampleBuffer::kHeaderWords + 4;
+  REQUIRE(buffer.size_words() == 3 * full);
+  std::uint64_t written = 0, read = 0, refused = 0, unread_words = 0, most_unread = 0;
   selfperf::test::XorShift rng(0x9e3779b97f4a7c15u);
-  for (int round = 0; round < 200; ++round) {
-    const std::uint64_t attempts = rng.below(5);  // up to 4: one more than fits
+  for (int round = 0; round < 300; ++round) {
+    const std::uint64_t attempts = rng.below(8);  // up to 7: more than fits
     for (std::uint64_t k = 0; k < attempts; ++k) {
       if (produce(buffer, written)) {
+        unread_words += SampleBuffer::kHeaderWords + written % 5;
+        most_unread = std::max(most_unread, written - read + 1);
         ++written;
       } else {
         ++refused;
-        CHECK(written - read == 3);  // refused only when all three records are unread
+        // Refused only when a full record no longer fits: in the words left, or (its start skipping the
+        // ring's end, which is shorter than a full record) before the oldest unread record.
+        CHECK(unread_words + full > buffer.size_words() - (full - 1));
+        CHECK(written > read);
       }
     }
     const std::size_t n = buffer.consume(42, [&](const Sample& s) {
       CHECK(intact(s, read));
+      unread_words -= SampleBuffer::kHeaderWords + read % 5;
       ++read;
     });
-    CHECK(n <= 3);
+    CHECK(n <= 5);  // at least 5 words a record, 27 words in all
     CHECK(read == written);
     CHECK(buffer.empty());
   }
-  CHECK(written > 300);  // the three slots were reused many times over
+  CHECK(written > 400);  // the 27 words were reused many times over
   CHECK(refused > 10);
+  CHECK(most_unread > 3);  // records shorter than max_depth took less room than a full one
+}
+
+TEST_CASE("a record takes the room of its frames, not of max_depth") {
+  // 8 records of perf's depth 127 at fixed size would be 8 x 132 words; here the ring has room for 8 records
+  // of 32 frames (296 words) and takes records of 3 frames (8 words) until a full one would not fit.
+  SampleBuffer buffer(8, 127);
+  CHECK(buffer.size_words() == 8 * (SampleBuffer::kHeaderWords + SampleBuffer::kTypicalDepth));
+  std::uint64_t stored = 0;
+  for (;;) {
+    std::span<std::uint64_t> frames = buffer.reserve();
+    if (frames.empty()) break;
+    CHECK(frames.size() == 127);
+    frames[0] = 1;
+    frames[1] = 2;
+    frames[2] = 3;
+    buffer.commit(7, stored, 1, 0, 3);
+    ++stored;
+  }
+  CHECK(stored == (buffer.size_words() - (SampleBuffer::kHeaderWords + 127)) / 8 + 1);  // 21
+  std::uint64_t seen = 0;
+  buffer.consume(1, [&](const Sample& s) {
+    CHECK(s.time == seen);
+    CHECK(s.frames.size() == 3);
+    CHECK(s.frames[2] == 3);
+    ++seen;
+  });
+  CHECK(seen == stored);
+  // A buffer too small for two full records is made that big: a deep sample always fits an empty one.
+  CHECK(SampleBuffer(1, 127).size_words() == 2 * (SampleBuffer::kHeaderWords + 127));
 }
 
 TEST_CASE("a producer and a consumer on two threads: records arrive in order and intact, refusals are counted") {

@@ -129,8 +129,11 @@ TEST_CASE("a full per-thread buffer counts every further sample as lost and neve
   auto totals = sampler.stop();
   std::uint64_t drained = sampler.drain([](const selfperf::Sample&) {});
   INFO("samples " << totals.samples << ", lost " << totals.lost << ", signals " << totals.signals);
-  CHECK(totals.samples == 4);
-  CHECK(drained == 4);
+  // Room for 4 samples of 32 frames (148 words): these stacks are shallower, so more fit, but each takes at
+  // least its 5 header words.
+  CHECK(totals.samples >= 4);
+  CHECK(totals.samples <= 4 * (5 + 32) / 5);
+  CHECK(drained == totals.samples);
   CHECK(totals.lost_buffer_full > 0);
   CHECK(totals.samples + totals.lost_buffer_full == totals.signals);
 }

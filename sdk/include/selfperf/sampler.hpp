@@ -93,7 +93,9 @@ class Sampler {
     Unwinder unwinder = Unwinder::frame_pointer;
     std::size_t max_depth = 64;        // frames per sample, 1..1024
     int signal = 0;                    // 0: the first real-time signal from SIGRTMIN+4 with default disposition
-    std::size_t buffer_capacity = 1024;  // samples buffered per thread before drain()
+    // Samples of 32 frames buffered per thread before drain() (deeper ones take more room, shallower less).
+    // The memory is mapped, not filled: a thread pays for the pages its samples touched, ~300 B a sample.
+    std::size_t buffer_capacity = 1024;
     Rearm rearm = Rearm::ring_buffer;
     std::size_t ring_pages = 2;        // data pages of the kernel ring buffer (power of two)
     // Attach every thread created after start() (pthread_create, std::thread) before its function runs.

@@ -127,7 +127,9 @@ DwarfWalk unwind_dwarf(const RegisterState& regs, const StackBounds& stack, std:
 // may grow its cache with mmap; warm-up keeps that off the common path but cannot rule it out.
 std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::uint64_t> out) noexcept;
 
-// Per-thread cache policy and one warm-up trace; call where allocation is allowed (thread attach).
+// Per-thread cache policy; the process's first call traces once. A thread's trace cache (256 KiB) is made by its
+// first unwind_libunwind, in the handler, where libunwind's key lets pthread_setspecific store it without
+// allocating; otherwise here. Call where allocation is allowed (thread attach), before unwind_libunwind.
 void prepare_libunwind_this_thread() noexcept;
 
 // The cursor/unw_step loop from a ucontext (5–60 µs per sample): for comparison and non-signal use only.

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -159,6 +160,11 @@ void Profiler::start() {
   s.unwinder = so.unwinder;
   so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
   so.max_depth = s.options.max_depth;
+  // Four drain passes' worth of samples (at least 64): a thread fills its buffer only if the drainer is late
+  // by three passes. The default 1024 was 20 passes at 999 Hz and, ring pages being touched in turn, up to
+  // 300 KiB a busy thread: 60 KiB now.
+  so.buffer_capacity = std::max<std::size_t>(
+      64, static_cast<std::size_t>(s.options.frequency * 4 * kDrainInterval.count() / 1000));
   s.sampler.emplace(so);
 
   s.event.name = s.sampler->event_name();
