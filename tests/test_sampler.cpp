@@ -17,6 +17,7 @@
 #include "events/perf_syscall.hpp"
 #include "sampling/sampler_core.hpp"
 #include "sampler_workload.hpp"
+#include "spin_without_cfi.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/sampler.hpp"
 
@@ -272,33 +273,6 @@ TEST_CASE("libunwind's budget: a tenth of the thread's time at most, all of it w
   CHECK(allowed == 10000);                         // ...all allowed
 }
 
-// A leaf without call-frame information (hand-written, no FDE): every sample taken in it needs libunwind.
-#if defined(__aarch64__)
-asm(R"(
-  .text
-  .globl selfperf_test_spin_without_cfi
-  .type selfperf_test_spin_without_cfi, %function
-selfperf_test_spin_without_cfi:
-1:
-  subs x0, x0, #1
-  b.ne 1b
-  ret
-  .size selfperf_test_spin_without_cfi, .-selfperf_test_spin_without_cfi
-)");
-#else
-asm(R"(
-  .text
-  .globl selfperf_test_spin_without_cfi
-  .type selfperf_test_spin_without_cfi, @function
-selfperf_test_spin_without_cfi:
-1:
-  dec %rdi
-  jnz 1b
-  ret
-  .size selfperf_test_spin_without_cfi, .-selfperf_test_spin_without_cfi
-)");
-#endif
-extern "C" void selfperf_test_spin_without_cfi(std::uint64_t n);
 
 TEST_CASE("libunwind gets at most a tenth of the thread: code only it can unwind, sampled at 50 kHz, keeps running") {
   if (kTsan) {

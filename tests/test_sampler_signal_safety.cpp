@@ -10,7 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "sampler_workload.hpp"
+#include "spin_without_cfi.hpp"
 #include "selfperf/sampler.hpp"
 
 using selfperf::Sampler;
@@ -187,4 +190,47 @@ TEST_CASE("libunwind handler: no allocation, errno preserved, under malloc churn
 
 TEST_CASE("kernel-callchain handler: no allocation, errno preserved, under malloc churn") {
   run_safety_check(Unwinder::kernel);
+}
+
+TEST_CASE("libunwind's first fallback on a thread makes its trace cache inside the handler, without allocation") {
+  if (selfperf_test::kTsan) {
+    MESSAGE("skipped under TSan: the sampler refuses Unwinder::libunwind there");
+    return;
+  }
+  // The trace cache (256 KiB) is no longer made at attach: a thread whose samples need libunwind makes it in
+  // its handler, on the first one. Threads that only spin in code without CFI need it on every sample.
+  Sampler::Options options;
+  options.event = "cpu-clock";
+  options.period = selfperf_test::kAsan ? 2'000'000 : 500'000;  // 2 kHz (500 Hz under ASan)
+  options.unwinder = Unwinder::libunwind;
+  options.buffer_capacity = 1024;
+  Sampler sampler(options);
+  sampler.start();
+  Sampler::ThreadAttachment first(sampler);  // the process's first libunwind thread, if no earlier case made one
+  wrap(sampler.signal_number(), g_sampler_action);
+  wrap(SIGIO, g_sampler_sigio);
+  g_allocations_in_handler = 0;
+  std::vector<std::thread> threads;
+  std::vector<pid_t> spinners(3, 0);
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back(sampler.attached([&spinners, t] {
+      spinners[static_cast<std::size_t>(t)] = static_cast<pid_t>(::gettid());
+      for (int burst = 0; burst < 20; ++burst) selfperf_test_spin_without_cfi(2'000'000);
+    }));
+  for (auto& t : threads) t.join();
+  const Sampler::Totals totals = sampler.stop();
+  unwrap(SIGIO, g_sampler_sigio);
+  unwrap(sampler.signal_number(), g_sampler_action);
+  INFO("samples " << totals.samples << ", by libunwind " << totals.unwound_by_libunwind << ", partially "
+                  << totals.unwound_partially);
+  // A thread's first sample in code without CFI always goes to libunwind (its budget starts full), so every
+  // spinning thread that was sampled made its trace cache in a handler.
+  for (pid_t tid : spinners) {
+    std::uint64_t samples = 0;
+    for (const auto& thread : totals.threads)
+      if (thread.tid == tid) samples += thread.samples;
+    CHECK(samples > 0);
+  }
+  CHECK(totals.unwound_by_libunwind >= 3);
+  if (kMallocIntercepted) CHECK(g_allocations_in_handler.load() == 0);
 }
