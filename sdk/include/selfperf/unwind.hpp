@@ -129,8 +129,10 @@ std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::ui
 
 // Per-thread cache policy; the process's first call traces once. A thread's trace cache (256 KiB) is made by its
 // first unwind_libunwind, in the handler, where libunwind's key lets pthread_setspecific store it without
-// allocating; otherwise here. Call where allocation is allowed (thread attach), before unwind_libunwind.
-void prepare_libunwind_this_thread() noexcept;
+// allocating; otherwise here, and then true is returned: a first trace from a signal handler on this thread
+// (through the signal frame) is worth making before samples come. Call where allocation is allowed (thread
+// attach), before unwind_libunwind.
+bool prepare_libunwind_this_thread() noexcept;
 
 // The cursor/unw_step loop from a ucontext (5–60 µs per sample): for comparison and non-signal use only.
 std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept;

@@ -230,7 +230,10 @@ void SamplerCore::attach_this_thread() {
                 : clock                ? std::max<std::uint64_t>(1, 1'000'000'000 / options.frequency)
                                        : options.frequency;
   state->current_rate.store(options.frequency ? options.frequency : options.period, std::memory_order_relaxed);
-  if (options.unwinder == Unwinder::libunwind) prepare_libunwind_this_thread();
+  // Warmed from a signal only where libunwind's trace cache was made at attach: made lazily, it is made by the
+  // first sample that needs it, and a warm-up (a signal and a walk per thread, ~0.6 ms of a short process's
+  // CPU) would mostly warm the DWARF walk's process-wide CFI cache, which the first samples fill as well.
+  const bool warm_up = options.unwinder == Unwinder::libunwind && prepare_libunwind_this_thread();
   const int fd = open_event(attr, event_name, 0, -1, -1).release();
   leave_descriptors_to_the_program(fd);  // closes it when it throws
   state->fd = fd;
@@ -247,7 +250,7 @@ void SamplerCore::attach_this_thread() {
   signo = sig;
   route_signal(state->fd, sig, state->tid);
   publish_event(state->fd, state.get());
-  if (options.unwinder == Unwinder::libunwind) warm_up_from_signal(sig, *state);
+  if (warm_up) warm_up_from_signal(sig, *state);
   if (started.load()) {
     try {
       enable(*state);

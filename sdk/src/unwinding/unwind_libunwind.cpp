@@ -53,9 +53,10 @@ std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::ui
 
 namespace {
 
+// One frame is enough to make the thread's trace cache; each frame more costs a cold DWARF lookup (tens of µs).
 void trace_once() noexcept {
-  std::array<void*, 64> trace;
-  unw_backtrace(trace.data(), static_cast<int>(trace.size()));
+  void* frame = nullptr;
+  unw_backtrace(&frame, 1);
 }
 
 // unw_backtrace's per-thread trace cache is 256 KiB, filled when created (16384 frame slots): made for every
@@ -82,14 +83,16 @@ void prepare_process() noexcept {
 
 }  // namespace
 
-void prepare_libunwind_this_thread() noexcept {
+bool prepare_libunwind_this_thread() noexcept {
   static std::once_flag process_once;
   bool first = false;
   std::call_once(process_once, [&] {
     prepare_process();
     first = true;
   });
-  if (!first && !g_lazy_cache) trace_once();  // this thread's cache now: a handler must not make it
+  if (g_lazy_cache) return false;
+  if (!first) trace_once();  // this thread's cache now: a handler must not make it
+  return true;
 }
 
 std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
