@@ -1,0 +1,181 @@
+// What the whole-program profiler (the preload library) costs a program, measured on child processes, each
+// variant side by side in every iteration and reported as medians:
+//  * short_process: CPU (user + system) of /bin/true bare, with the library loaded but not profiling, and
+//    profiled at 999 Hz (it takes no sample). Target: profiled - bare <= 2 ms.
+//  * threads: peak RSS of a process whose N threads each burn 5 ms of CPU (a few samples each) and then wait
+//    for the others (all alive at once), bare and profiled at 999 Hz. Target: 1000 threads within 64 MiB
+//    more than bare. The peak includes the symbolization at exit (libdw reading debug info), a cost per
+//    process that the 100-thread row shows.
+//
+//   bench_profile_cost [--benchmark_filter=…]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "interleaved.hpp"
+
+extern char** environ;
+
+namespace {
+
+std::string g_self;
+std::string g_out_dir;
+
+struct ChildCost {
+  double cpu_ms = -1;
+  double max_rss_kb = -1;
+};
+
+// Runs argv with the current environment plus `extra` (NAME=value), stdout and stderr to /dev/null.
+ChildCost run(const std::vector<std::string>& argv, const std::vector<std::string>& extra) {
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e; ++e) env_text.emplace_back(*e);
+  env_text.insert(env_text.end(), extra.begin(), extra.end());
+  std::vector<char*> envp, args;
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ChildCost cost;
+  if (rc != 0) return cost;
+  int status = 0;
+  rusage usage{};
+  if (wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return cost;
+  cost.cpu_ms = (static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+                 static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3);
+  cost.max_rss_kb = static_cast<double>(usage.ru_maxrss);
+  return cost;
+}
+
+std::vector<std::string> profiled_env() {
+  return {std::string("LD_PRELOAD=") + SELFPERF_PRELOAD_LIBRARY, "SELFPERF_PROFILE=" + g_out_dir + "/p.%p.data",
+          "SELFPERF_QUIET=1", "SELFPERF_FREQUENCY=999"};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void clear_outputs() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(g_out_dir, ec))
+    std::filesystem::remove(entry.path(), ec);
+}
+
+void BM_short_process(benchmark::State& state) {
+  const std::vector<std::string> argv{"/bin/true"};
+  const std::vector<std::string> loaded{std::string("LD_PRELOAD=") + SELFPERF_PRELOAD_LIBRARY, "SELFPERF_QUIET=1"};
+  std::vector<double> bare, off, profiled;
+  for (auto _ : state) {
+    const ChildCost a = run(argv, {}), b = run(argv, loaded), c = run(argv, profiled_env());
+    if (a.cpu_ms < 0 || b.cpu_ms < 0 || c.cpu_ms < 0) {
+      state.SkipWithError("a child failed to run");
+      break;
+    }
+    bare.push_back(a.cpu_ms);
+    off.push_back(b.cpu_ms);
+    profiled.push_back(c.cpu_ms);
+  }
+  clear_outputs();
+  if (bare.empty()) return;
+  state.counters["bare_ms"] = median(bare);
+  state.counters["loaded_ms"] = median(off);
+  state.counters["profiled_ms"] = median(profiled);
+  state.counters["profiled_minus_bare_ms"] = median(profiled) - median(bare);  // target <= 2
+}
+
+void BM_threads(benchmark::State& state) {
+  const auto n = static_cast<int>(state.range(0));
+  const std::vector<std::string> argv{g_self, "--threads-child", std::to_string(n)};
+  std::vector<double> bare, profiled;
+  for (auto _ : state) {
+    const ChildCost a = run(argv, {}), b = run(argv, profiled_env());
+    if (a.max_rss_kb < 0 || b.max_rss_kb < 0) {
+      state.SkipWithError("a child failed to run (thread limit?)");
+      break;
+    }
+    bare.push_back(a.max_rss_kb / 1024);
+    profiled.push_back(b.max_rss_kb / 1024);
+  }
+  clear_outputs();
+  if (bare.empty()) return;
+  state.counters["bare_MiB"] = median(bare);
+  state.counters["profiled_MiB"] = median(profiled);
+  state.counters["extra_MiB"] = median(profiled) - median(bare);  // target for 1000 threads: <= 64
+  state.counters["extra_KiB_per_thread"] = (median(profiled) - median(bare)) * 1024 / n;
+}
+
+// The child of BM_threads: n threads, each burning 5 ms of its own CPU, alive together until all have.
+pthread_barrier_t g_barrier;
+volatile unsigned long g_sink;
+
+unsigned long thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<unsigned long>(t.tv_sec) * 1'000'000'000ul + static_cast<unsigned long>(t.tv_nsec);
+}
+
+void* burn_then_wait(void*) {
+  const unsigned long start = thread_cpu_ns();
+  unsigned long x = 1;
+  while (thread_cpu_ns() - start < 5'000'000ul)
+    for (int i = 0; i < 1000; ++i) g_sink = x = x * 6364136223846793005ul + 1;
+  pthread_barrier_wait(&g_barrier);
+  return nullptr;
+}
+
+int threads_child(int n) {
+  pthread_barrier_init(&g_barrier, nullptr, static_cast<unsigned>(n) + 1);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  std::vector<pthread_t> threads(static_cast<std::size_t>(n));
+  for (auto& t : threads)
+    if (pthread_create(&t, &attr, burn_then_wait, nullptr) != 0) return 1;
+  pthread_barrier_wait(&g_barrier);
+  for (auto& t : threads) pthread_join(t, nullptr);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--threads-child") == 0) return threads_child(std::atoi(argv[2]));
+  g_self = std::filesystem::canonical("/proc/self/exe").string();
+  char dir[] = "/tmp/selfperf_bench_profile_XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  g_out_dir = dir;
+  selfperf_bench::initialize_interleaved(argc, argv);
+  benchmark::RegisterBenchmark("short_process", BM_short_process)->Iterations(40)->Repetitions(3)
+      ->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("threads", BM_threads)->Arg(100)->Arg(1000)->Iterations(2)->Repetitions(3)
+      ->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  clear_outputs();
+  std::filesystem::remove(g_out_dir);
+  return 0;
+}
