@@ -87,6 +87,9 @@ struct ThreadState {
   std::uint64_t checked_head = 0;
   std::uint64_t stalled_since_ns = 0;
   bool not_signalled = false;
+  // Set while the owner's handler runs. The kernel masks the signal during it, so a thread preempted there for
+  // a second (a thousand runnable threads on two cores) looked to check_health like one that blocks it.
+  std::atomic<bool> in_handler{false};
 };
 
 class SamplerCore : public std::enable_shared_from_this<SamplerCore> {

@@ -170,6 +170,11 @@ std::uint64_t handle_ring(ThreadState& s, const ucontext_t& uc, std::uint64_t en
 // `named`: the signal named this event (si_fd). SIGIO's fallback names none and serves each of the thread's
 // events; one it finds nothing for had no overflow, and its governor is not told of the run.
 void handle_overflow(ThreadState& s, const ucontext_t& uc, bool limit_reached, bool named = true) noexcept {
+  struct InHandler {
+    std::atomic<bool>& flag;
+    explicit InHandler(std::atomic<bool>& f) noexcept : flag(f) { flag.store(true, std::memory_order_relaxed); }
+    ~InHandler() { flag.store(false, std::memory_order_relaxed); }
+  } in_handler(s.in_handler);
   bump(s.signals);
   const std::uint64_t entry_ns = monotonic_ns();
   std::uint64_t overflow_ns = entry_ns;
