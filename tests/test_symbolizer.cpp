@@ -105,6 +105,29 @@ TEST_CASE("stack_names follows a stack leaf first") {
   CHECK(test_body_seen);
 }
 
+TEST_CASE("stack_names gives each frame the name symbolize() gives it, without reading source lines") {
+  // stack_names skips file:line (a module's whole DWARF: ~0.3 s of a profiled python3's exit), so its names
+  // come from another lookup than symbolize()'s: they must still agree, frame for frame.
+  void* raw[32];
+  const int n = ::backtrace(raw, 32);
+  REQUIRE(n >= 3);
+  Symbolizer s;
+  std::vector<std::uint64_t> frames;
+  for (int i = 0; i < n; ++i) frames.push_back(reinterpret_cast<std::uintptr_t>(raw[i]));
+  const auto by_stack = s.stack_names(frames);
+  REQUIRE(by_stack.size() == frames.size());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const std::uint64_t pc = i == 0 ? frames[i] : frames[i] - 1;
+    const SymbolInfo info = s.symbolize(pc);
+    INFO("frame " << i);
+    CHECK(by_stack[i] == info.display_name());
+  }
+  // symbolize() still reads the source line that stack_names skipped.
+  const std::uint64_t ra = hidden_caller_for_symbolizer_test();
+  CHECK(s.stack_names(std::vector<std::uint64_t>{0, ra})[1] == s.symbolize(ra - 1).display_name());
+  CHECK(s.symbolize(ra - 1).line == call_line);
+}
+
 TEST_CASE("demangles C++ names and leaves others alone") {
   CHECK(demangle("_ZN8selfperf10SymbolizerD1Ev") == "selfperf::Symbolizer::~Symbolizer()");
   CHECK(demangle("_Z3fooi") == "foo(int)");

@@ -69,10 +69,11 @@ void Symbolizer::refresh() {
   std::lock_guard lock(mu_);
   report();
   cache_.clear();
+  name_cache_.clear();
   refreshed_on_miss_ = false;
 }
 
-SymbolInfo Symbolizer::lookup(std::uint64_t pc) {
+SymbolInfo Symbolizer::lookup(std::uint64_t pc, bool with_source) {
   SymbolInfo info;
   Dwfl* dwfl = as_dwfl(dwfl_.get());
   Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc);
@@ -81,6 +82,7 @@ SymbolInfo Symbolizer::lookup(std::uint64_t pc) {
     refreshed_on_miss_ = true;
     report();
     cache_.clear();
+    name_cache_.clear();
     dwfl = as_dwfl(dwfl_.get());
     mod = dwfl_addrmodule(dwfl, pc);
   }
@@ -104,6 +106,7 @@ SymbolInfo Symbolizer::lookup(std::uint64_t pc) {
     if (dwfl_module_getelf(mod, &bias) != nullptr && pc >= bias) info.offset = pc - bias;
     info.fde_start = detail::fde_start(mod, pc);
   }
+  if (!with_source) return info;
   if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
     int lineno = 0;
     if (const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
@@ -117,7 +120,7 @@ SymbolInfo Symbolizer::lookup(std::uint64_t pc) {
 SymbolInfo Symbolizer::symbolize(std::uint64_t pc) {
   std::lock_guard lock(mu_);
   if (auto it = cache_.find(pc); it != cache_.end()) return it->second;
-  auto info = lookup(pc);
+  auto info = lookup(pc, true);
   cache_.emplace(pc, info);
   return info;
 }
@@ -125,9 +128,12 @@ SymbolInfo Symbolizer::symbolize(std::uint64_t pc) {
 std::vector<std::string> Symbolizer::stack_names(std::span<const std::uint64_t> frames) {
   std::vector<std::string> names;
   names.reserve(frames.size());
+  std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < frames.size(); ++i) {
     std::uint64_t pc = (i == 0 || frames[i] == 0) ? frames[i] : frames[i] - 1;
-    names.push_back(symbolize(pc).display_name());
+    auto it = name_cache_.find(pc);
+    if (it == name_cache_.end()) it = name_cache_.emplace(pc, lookup(pc, false).display_name()).first;
+    names.push_back(it->second);
   }
   return names;
 }
