@@ -37,6 +37,10 @@ struct ProfileOptions {
   // perf's default depth (kernel.perf_event_max_stack); deeper frames are cut at the root.
   std::size_t max_depth = 127;
   bool quiet = false;  // profile_from_env: no summary line on stderr
+  // OUT.folded and OUT.svg at stop(), symbolized in this process (libdw: ~0.1 s at a python3's exit). false
+  // (SELFPERF_RENDER=0): the perf.data only, for a tool that symbolizes once for many processes (selfperf
+  // record, or selfperf report -i OUT --folded F --svg S later).
+  bool render = true;
   // Where stop() writes summary_json() (%p: the pid; a name another process of the run holds is not taken,
   // and a process that took and lost no sample writes none, as with `output`); empty: not written.
   std::filesystem::path summary{};

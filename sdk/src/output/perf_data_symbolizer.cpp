@@ -151,7 +151,7 @@ std::string PerfDataSymbolizer::name(std::uint32_t pid, std::uint64_t address, b
   Dwfl_Module* mod = nullptr;
   if (Dwfl* dwfl = image.session())
     if ((mod = dwfl_addrmodule(dwfl, pc)) != nullptr)
-      if (const char* sym = dwfl_module_addrname(mod, pc)) result = demangle(sym);
+      if (const char* sym = dwfl_module_addrname(mod, pc)) result = detail::frame_symbol_name(sym);
   if (result.empty()) {
     // Named as Symbolizer names it in the profile itself (unknown_frame.cpp): one name per function.
     std::string module;

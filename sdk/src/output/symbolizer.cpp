@@ -94,10 +94,7 @@ SymbolInfo Symbolizer::lookup(std::uint64_t pc, bool with_source) {
   GElf_Sym sym{};
   const char* name = dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr);
   if (name != nullptr) {
-    // Versioned dynamic symbols read "name@@VERSION"; the version is noise in a profile.
-    std::string plain(name);
-    if (auto at = plain.find('@'); at != std::string::npos && at > 0) plain.resize(at);
-    info.function = demangle(plain.c_str());
+    info.function = detail::frame_symbol_name(name);
     info.offset = offset;
   } else {
     // The ELF's own address, as perf script and objdump print it: not pc - the module's lowest mapping, which

@@ -13,6 +13,8 @@
 // dwarf_next_cfi and only their initial_location is decoded here.
 #include "output/unknown_frame.hpp"
 
+#include "selfperf/symbolizer.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -193,6 +195,12 @@ std::string unknown_frame_name(const std::string& module_path, std::optional<std
   char buf[32];
   std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(*start));
   return base + buf;
+}
+
+std::string frame_symbol_name(const char* symbol) {
+  std::string plain(symbol);
+  if (auto at = plain.find('@'); at != std::string::npos && at > 0) plain.resize(at);
+  return demangle(plain.c_str());
 }
 
 }  // namespace selfperf::detail

@@ -22,4 +22,8 @@ void end_session(Dwfl* dwfl);
 // names perf script's "[unknown] (/usr/bin/gzip)") when none does, "[unknown]" (perf's word) without a module.
 std::string unknown_frame_name(const std::string& module_path, std::optional<std::uint64_t> fde_start);
 
+// A symbol as frames show it: demangled, without its version ("dlopen@GLIBC_2.2.5", "__libc_start_main@@GLIBC_2.34"
+// name one function whichever the caller bound to: the version is noise in a profile).
+std::string frame_symbol_name(const char* symbol);
+
 }  // namespace selfperf::detail

@@ -65,6 +65,7 @@ ProfileOptions profile_options_from_env() {
     o.max_depth = env_number("SELFPERF_MAX_DEPTH", 1, 1024, "the most frames kept per sample");
   o.summary = env("SELFPERF_SUMMARY");
   o.quiet = !env("SELFPERF_QUIET").empty() && env("SELFPERF_QUIET") != "0";
+  o.render = env("SELFPERF_RENDER") != "0";
   if (auto u = env("SELFPERF_UNWINDER"); !u.empty()) {
     if (u == "frame_pointer" || u == "fp") o.unwinder = Unwinder::frame_pointer;
     else if (u == "libunwind" || u == "dwarf") o.unwinder = Unwinder::libunwind;
@@ -117,7 +118,7 @@ struct Profiler::State {
       std::size_t n = sampler->drain([&](const Sample& s) {
         if (!writer) open_writer();
         writer->write_sample(s, 0);
-        ++raw_stacks[std::vector<std::uint64_t>(s.frames.begin(), s.frames.end())];
+        if (options.render) ++raw_stacks[std::vector<std::uint64_t>(s.frames.begin(), s.frames.end())];
       });
       samples += n;
       // One drain pass visits every thread's buffer: nothing drained later is older than the previous pass.
@@ -266,6 +267,7 @@ void Profiler::State::finish() {
   if (!s.writer) return;  // no sample, no file
   if (s.totals.lost > 0) s.writer->write_lost(s.totals.lost, 0);
   s.writer->close();
+  if (!s.options.render) return;
   Symbolizer symbolizer;
   StackCounts stacks;
   for (const auto& [frames, count] : s.raw_stacks) stacks.add_leaf_first(symbolizer.stack_names(frames), count);
@@ -291,6 +293,7 @@ std::string Profiler::summary_json() const {
   f.samples_dropped = s.samples_dropped;
   f.write_failed = s.write_failed;
   if (s.writer) f.perf_data = s.path;
+  f.rendered = s.options.render;
   f.totals = &s.totals;
   return detail::profile_summary_json(f);
 }
@@ -318,7 +321,7 @@ std::string Profiler::summary() const {
   }
   if (s.samples_dropped > 0) line += ", " + std::to_string(s.samples_dropped) + " dropped after a write error";
   if (t.rate_lowered > 0) line += ", rate lowered " + std::to_string(t.rate_lowered) + "x (sampling cost too much)";
-  line += "; wrote " + s.path + " (perf report -i " + s.path + "), .folded, .svg";
+  line += "; wrote " + s.path + " (perf report -i " + s.path + ")" + (s.options.render ? ", .folded, .svg" : "");
   if (!s.summary_path.empty()) line += ", summary " + s.summary_path;
   return line;
 }

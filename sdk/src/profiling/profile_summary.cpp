@@ -65,8 +65,8 @@ std::string profile_summary_json(const ProfileSummaryFacts& f) {
   out["per_thread"] = std::move(per_thread);
   const bool written = !f.perf_data.empty();
   out["files"] = {{"perf_data", written ? json(f.perf_data) : json()},
-                  {"folded", written ? json(f.perf_data + ".folded") : json()},
-                  {"svg", written ? json(f.perf_data + ".svg") : json()}};
+                  {"folded", written && f.rendered ? json(f.perf_data + ".folded") : json()},
+                  {"svg", written && f.rendered ? json(f.perf_data + ".svg") : json()}};
   return dump_json(out);
 }
 

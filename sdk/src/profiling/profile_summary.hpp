@@ -20,6 +20,7 @@ struct ProfileSummaryFacts {
   std::uint64_t samples_dropped = 0;  // drained after a write error
   bool write_failed = false;
   std::string perf_data;  // empty: no file written
+  bool rendered = true;   // .folded and .svg written beside it (ProfileOptions::render)
   const Sampler::Totals* totals = nullptr;
 };
 

@@ -3,11 +3,11 @@
 
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "selfperf/error.hpp"
 #include "selfperf/flame_graph.hpp"
 #include "selfperf/perf_data_reader.hpp"
+#include "selfperf/perf_data_symbolizer.hpp"
 #include "selfperf/perf_data_writer.hpp"
 
 namespace selfperf::tool {
@@ -76,14 +76,6 @@ ProcessSummary copy_process(PerfDataReader& reader, PerfDataWriter& writer, std:
   return p;
 }
 
-std::vector<std::string> split_frames(const std::string& stack) {
-  std::vector<std::string> out;
-  std::string frame;
-  std::istringstream in(stack);
-  while (std::getline(in, frame, ';')) out.push_back(frame);
-  return out;
-}
-
 }  // namespace
 
 MergeSummary merge_profiles(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out,
@@ -121,27 +113,18 @@ MergeSummary merge_profiles(const std::vector<std::filesystem::path>& inputs, co
   return summary;
 }
 
-std::uint64_t merge_folded(const MergeSummary& summary, const std::filesystem::path& folded,
-                           const std::filesystem::path& svg, const std::string& title) {
-  StackCounts merged;
-  for (const auto& p : summary.processes) {
-    std::ifstream in(p.file.string() + ".folded");
-    if (!in) continue;  // a process killed before its exit handlers ran wrote none
-    const auto stacks = StackCounts::read_folded(in);
-    for (const auto& [stack, count] : stacks.folded()) {
-      auto frames = split_frames(stack);
-      frames.insert(frames.begin(), p.comm.empty() ? "[unknown]" : p.comm);
-      merged.add(frames, count);
-    }
-  }
+std::uint64_t render_merged(const std::filesystem::path& merged, const std::filesystem::path& folded,
+                            const std::filesystem::path& svg, const std::string& title) {
+  PerfDataReader reader{merged};
+  const StackCounts stacks = perf_data_stacks(reader, {.comm_root = true});
   std::ofstream f(folded);
-  merged.write_folded(f);
+  stacks.write_folded(f);
   std::ofstream s(svg);
   FlameGraphOptions options;
   options.title = title;
-  write_flame_graph_svg(merged, s, options);
+  write_flame_graph_svg(stacks, s, options);
   if (!f || !s) throw Error("selfperf record: cannot write " + folded.string() + " or " + svg.string());
-  return merged.total();
+  return stacks.total();
 }
 
 }  // namespace selfperf::tool

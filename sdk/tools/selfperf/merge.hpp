@@ -1,6 +1,6 @@
 #pragma once
 // Merging the profiles the processes of one run wrote (one perf.data per process image) into one perf.data
-// that perf reads with every process in it, and their folded stacks into one flame graph.
+// that perf reads with every process in it, and its folded stacks and flame graph.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -31,9 +31,10 @@ struct MergeSummary {
 MergeSummary merge_profiles(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out,
                             const std::vector<std::string>& cmdline);
 
-// Writes `folded` and `svg` from the INPUT.folded files beside `inputs`, each process's stacks under a root
-// frame naming it (comm), as perf's flame graphs do. Returns the samples they hold.
-std::uint64_t merge_folded(const MergeSummary& summary, const std::filesystem::path& folded,
-                           const std::filesystem::path& svg, const std::string& title);
+// Writes `folded` and `svg` from the merged perf.data, symbolized here, once for the whole run (the processes
+// write no stacks of their own: SELFPERF_RENDER=0), each process's stacks under a root frame naming it (comm),
+// as perf's flame graphs do. Returns the samples they hold.
+std::uint64_t render_merged(const std::filesystem::path& merged, const std::filesystem::path& folded,
+                            const std::filesystem::path& svg, const std::string& title);
 
 }  // namespace selfperf::tool

@@ -113,6 +113,8 @@ void set_profile_environment(const RecordArgs& a, const fs::path& lib, const fs:
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
   ::setenv("SELFPERF_PROFILE", (dir / "p.%p.data").c_str(), 1);
   ::setenv("SELFPERF_QUIET", "1", 1);  // the summary is this program's
+  // Symbolized once, here, from the merged file: not at every process's exit, where it cost python3 ~0.1 s.
+  ::setenv("SELFPERF_RENDER", "0", 1);
   // Each process's JSON summary, for --summary-json; never the caller's SELFPERF_SUMMARY, as with the profiles.
   // A folder of their own: an exec'd image's is p.<pid>.json.1, which no suffix test would tell from a profile.
   std::error_code ec;  // a failure shows as each process failing to write its summary, named on stderr
@@ -194,8 +196,8 @@ int record(int argc, char** argv) {
     } else {
       summary = selfperf::tool::merge_profiles(inputs, a.output, a.command);
       const auto stacks = to_stdout ? summary.samples
-                                    : selfperf::tool::merge_folded(summary, folded, svg,
-                                                                   "selfperf record: " + a.command[0]);
+                                    : selfperf::tool::render_merged(a.output, folded, svg,
+                                                                    "selfperf record: " + a.command[0]);
       outcome.merged = &summary;
       outcome.folded_samples = stacks;
       if (!a.quiet) {
@@ -207,7 +209,7 @@ int record(int argc, char** argv) {
                        static_cast<unsigned long long>(p.samples), p.threads,
                        static_cast<unsigned long long>(p.lost));
         if (stacks < summary.samples)
-          std::fprintf(stderr, "  (%llu samples of processes that died before writing their stacks are in %s only)\n",
+          std::fprintf(stderr, "  (%llu samples without a stack in %s)\n",
                        static_cast<unsigned long long>(summary.samples - stacks), a.output.c_str());
         if (to_stdout)
           std::fprintf(stderr, "selfperf record: wrote pipe-mode perf.data to standard output (perf report -i -); "
