@@ -64,6 +64,16 @@ echo "ok: wrapper chain, $(grep '^selfperf record: [0-9]' wrap.err)"
 check_tree "wrapper chain" wrap.data wrap.pids 1
 grep -q "task-clock" report.txt || fail "-e task-clock: the report names another event: $(grep Samples report.txt)"
 
+# A process killed by SIGKILL runs no exit handler: its samples, streamed to its file, still reach the flame
+# graph, which record draws from the merged perf.data (the processes' own stacks died with them).
+cp "$(command -v bash)" spinner
+"$selfperf" record -o kill.data -- \
+  bash -c './spinner -c "while :; do :; done" & s=$!; sleep 1; kill -9 $s; wait; true' 2> kill.err ||
+  { cat kill.err; fail "killed process: selfperf record failed"; }
+spun=$(awk -F';' '$1 == "spinner" { split($NF, c, " "); n += c[length(c)] } END { print n + 0 }' kill.data.folded)
+[[ $spun -gt 0 ]] || fail "the process killed by SIGKILL is not in the flame graph: $(cut -c1-60 kill.data.folded | sort | uniq -c | head)"
+echo "ok: killed process: $spun samples under spinner in kill.data.folded"
+
 # Fork without exec: a bash subshell burns in a forked copy of its parent.
 "$selfperf" record -o sub.data -- \
   bash -c '(echo $BASHPID > sub.pid; for ((i = 0; i < 100000; i++)); do :; done) & wait; true' 2> sub.err ||
