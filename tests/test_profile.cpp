@@ -84,6 +84,19 @@ TEST_CASE("profile options come from SELFPERF_* variables") {
     CHECK_THROWS_WITH_AS(profile_options_from_env(), doctest::Contains("frame_pointer"), Error);
   }
   CHECK_THROWS_AS(Profiler(ProfileOptions{}), Error);  // no output path
+  {
+    EnvGuard env({{"SELFPERF_RENDER", "0"}});
+    CHECK_FALSE(profile_options_from_env().render);
+  }
+  {
+    EnvGuard env({{"SELFPERF_RENDER", nullptr}});
+    CHECK(profile_options_from_env().render);
+  }
+  // perf's "-" means standard output, which is the program's here (and every child's): refused, not a file
+  // named "-", and the way that works named.
+  ProfileOptions to_stdout;
+  to_stdout.output = "-";
+  CHECK_THROWS_WITH_AS(Profiler{to_stdout}, doctest::Contains("selfperf record -o -"), Error);
 }
 
 TEST_CASE("a Profiler writes perf.data, folded stacks and an SVG of what ran") {

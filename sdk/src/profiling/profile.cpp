@@ -136,6 +136,10 @@ struct Profiler::State {
 
 Profiler::Profiler(ProfileOptions options) : state_(std::make_unique<State>()) {
   if (options.output.empty()) throw Error("profiler: give an output path (SELFPERF_PROFILE=out.data)");
+  if (options.output == "-")
+    throw Error("profiler: output '-' (standard output) is the program's own, and every process it starts "
+                "would write there too; for a pipe-mode perf.data on standard output run the program under "
+                "`selfperf record -o - -- PROGRAM`, which keeps the program's output apart and merges its processes");
   state_->options = std::move(options);
 }
 
