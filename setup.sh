@@ -16,6 +16,8 @@ packages=(build-essential cmake pkg-config binutils doctest-dev libbenchmark-dev
           linux-perf util-linux python3)
 # golang-go: go tool pprof reads our profiles in a test; clang + libclang-rt-14-dev: the Clang build and libFuzzer.
 [ "$mode" = test ] && packages+=(chromium golang-go clang libclang-rt-14-dev)
+# libgoogle-perftools4: bench_sampler runs gperftools' CPU profiler beside ours on the same workload.
+[ "$mode" = bench ] && packages+=(libgoogle-perftools4)
 # default-jdk-headless + libhdrhistogram-java: HdrHistogram's own outputPercentileDistribution checks our .hgrm text.
 [ "$mode" = test ] && packages+=(default-jdk-headless libhdrhistogram-java)
 # The emulated arm64 machine: QEMU, the cross toolchain, cpio for the initramfs. Its kernel, busybox and arm64

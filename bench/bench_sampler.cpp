@@ -3,7 +3,8 @@
 //    si_fd = the thread's event) queued to this thread, at stack depth ~13 and ~130, for each unwinder and
 //    re-arming mode; beside it the floor of the design: an empty handler and an empty handler + frame walk;
 //  * whole-process overhead of a CPU-bound workload sampled at 1 kHz and 10 kHz (process CPU time, profiled
-//    over unprofiled, interleaved chunk by chunk), beside `perf record -F … -g` on the same workload in a child;
+//    over unprofiled, interleaved chunk by chunk), beside `perf record -F … -g` and gperftools' profiler
+//    (samples delivered per CPU second too) on the same workload in a child;
 //    overhead_vs_perf/* measures both in every iteration and reports the paired difference in points.
 //
 //   bench_sampler [--benchmark_filter=…]        (ratios are printed after the table)
@@ -439,6 +440,7 @@ void BM_overhead(benchmark::State& state, Unwinder unwinder, Sampler::Rearm rear
   }
   state.counters["ratio"] = profiled / plain;
   state.counters["samples"] = static_cast<double>(samples) / static_cast<double>(state.iterations());
+  state.counters["samples_per_cpu_s"] = static_cast<double>(samples) / profiled;  // hz when nothing is lost
 }
 
 // `perf record -F hz -g` on the same workload in a child process: the workload's own process CPU time (the
@@ -502,6 +504,65 @@ void BM_perf_record(benchmark::State& state) {
     state.SetIterationTime(p.profiled);
   }
   if (plain > 0) state.counters["ratio"] = profiled / plain;
+}
+
+// gperftools' CPU profiler (libprofiler, preloaded; CPUPROFILE_FREQUENCY=hz) on the same workload in a child:
+// its ratio, and the samples its profile holds per CPU second (a process-wide ITIMER_PROF: one signal per
+// tick for the whole process, which it was seen to deliver at a quarter of the rate asked).
+constexpr const char* kGperftools = "/usr/lib/x86_64-linux-gnu/libprofiler.so.0";
+
+// Samples in a gperftools CPU profile: machine words, a 5-word header (0, 3, 0, period in µs, 0), then records
+// (count, depth, depth pcs) up to the trailer (0, 1, 0). -1 when the file is not one.
+double gperftools_samples(const std::string& path) {
+  std::vector<std::uintptr_t> words;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::uintptr_t w = 0;
+    while (std::fread(&w, sizeof w, 1, f) == 1) words.push_back(w);
+    std::fclose(f);
+  }
+  if (words.size() < 8 || words[0] != 0 || words[1] != 3) return -1;
+  double samples = 0;
+  for (std::size_t i = 5; i + 1 < words.size();) {
+    const std::uintptr_t count = words[i], depth = words[i + 1];
+    if (count == 0 && depth == 1) return samples;  // the trailer
+    samples += static_cast<double>(count);
+    i += 2 + depth;
+  }
+  return -1;
+}
+
+void BM_gperftools(benchmark::State& state) {
+  const auto hz = static_cast<std::uint64_t>(state.range(0));
+  if (access(kGperftools, R_OK) != 0) {
+    state.SkipWithError("gperftools' libprofiler.so.0 is not installed (apt-get install libgoogle-perftools4)");
+    return;
+  }
+  const std::string base = "/tmp/selfperf_bench_gperf_" + std::to_string(getpid());
+  const std::string profile = base + ".prof", seconds = base + ".cpu";
+  const std::vector<std::string> child{g_self, "--workload-child", std::to_string(kChunks), seconds};
+  std::vector<std::string> under{"env", std::string("LD_PRELOAD=") + kGperftools, "CPUPROFILE=" + profile,
+                                 "CPUPROFILE_FREQUENCY=" + std::to_string(hz)};
+  under.insert(under.end(), child.begin(), child.end());
+  double plain = 0, profiled = 0, samples = 0;
+  for (auto _ : state) {
+    const double a = run_child(child) ? read_seconds(seconds) : -1;
+    const double b = run_child(under) ? read_seconds(seconds) : -1;
+    const double n = gperftools_samples(profile);
+    std::remove(profile.c_str());
+    if (a <= 0 || b <= 0 || n < 0) {
+      state.SkipWithError("the workload under gperftools failed or wrote no profile");
+      break;
+    }
+    plain += a;
+    profiled += b;
+    samples += n;
+    state.SetIterationTime(b);
+  }
+  std::remove(seconds.c_str());
+  if (plain > 0) {
+    state.counters["ratio"] = profiled / plain;
+    state.counters["samples_per_cpu_s"] = samples / profiled;
+  }
 }
 
 // The 1 kHz target is a difference of two overheads (the sampler's no more than perf's plus 1
@@ -605,6 +666,8 @@ void register_all() {
       benchmark::RegisterBenchmark(c.name, BM_overhead, c.unwinder, c.rearm)
           ->Arg(hz)->UseManualTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
     benchmark::RegisterBenchmark("overhead/perf_record_-g", BM_perf_record)
+        ->Arg(hz)->UseManualTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+    benchmark::RegisterBenchmark("overhead/gperftools", BM_gperftools)
         ->Arg(hz)->UseManualTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
   }
   benchmark::RegisterBenchmark("overhead_vs_perf/frame_pointer:ring", BM_overhead_vs_perf, Unwinder::frame_pointer,
