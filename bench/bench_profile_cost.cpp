@@ -13,14 +13,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -32,7 +29,6 @@ extern char** environ;
 
 namespace {
 
-std::string g_self;
 std::string g_out_dir;
 
 struct ChildCost {
@@ -109,7 +105,7 @@ void BM_short_process(benchmark::State& state) {
 
 void BM_threads(benchmark::State& state) {
   const auto n = static_cast<int>(state.range(0));
-  const std::vector<std::string> argv{g_self, "--threads-child", std::to_string(n)};
+  const std::vector<std::string> argv{SELFPERF_MANY_THREADS, std::to_string(n), "5"};  // tests/many_threads.cpp
   std::vector<double> bare, profiled;
   for (auto _ : state) {
     const ChildCost a = run(argv, {}), b = run(argv, profiled_env());
@@ -128,43 +124,9 @@ void BM_threads(benchmark::State& state) {
   state.counters["extra_KiB_per_thread"] = (median(profiled) - median(bare)) * 1024 / n;
 }
 
-// The child of BM_threads: n threads, each burning 5 ms of its own CPU, alive together until all have.
-pthread_barrier_t g_barrier;
-volatile unsigned long g_sink;
-
-unsigned long thread_cpu_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<unsigned long>(t.tv_sec) * 1'000'000'000ul + static_cast<unsigned long>(t.tv_nsec);
-}
-
-void* burn_then_wait(void*) {
-  const unsigned long start = thread_cpu_ns();
-  unsigned long x = 1;
-  while (thread_cpu_ns() - start < 5'000'000ul)
-    for (int i = 0; i < 1000; ++i) g_sink = x = x * 6364136223846793005ul + 1;
-  pthread_barrier_wait(&g_barrier);
-  return nullptr;
-}
-
-int threads_child(int n) {
-  pthread_barrier_init(&g_barrier, nullptr, static_cast<unsigned>(n) + 1);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  std::vector<pthread_t> threads(static_cast<std::size_t>(n));
-  for (auto& t : threads)
-    if (pthread_create(&t, &attr, burn_then_wait, nullptr) != 0) return 1;
-  pthread_barrier_wait(&g_barrier);
-  for (auto& t : threads) pthread_join(t, nullptr);
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--threads-child") == 0) return threads_child(std::atoi(argv[2]));
-  g_self = std::filesystem::canonical("/proc/self/exe").string();
   char dir[] = "/tmp/selfperf_bench_profile_XXXXXX";
   if (!mkdtemp(dir)) return 1;
   g_out_dir = dir;
