@@ -23,7 +23,6 @@ bool first_time(bool& told) noexcept { return !std::exchange(told, true); }
 
 // Whether `signo` is in `tid`'s blocked and in its pending set, from /proc (hex masks, bit signo-1).
 struct SignalState {
-  bool known = false;
   bool blocked = false;
   bool pending = false;  // queued for the thread (SigPnd), not yet delivered
 };
@@ -41,7 +40,7 @@ SignalState signal_state(pid_t tid, int signo) {
     const std::uint64_t mask = std::strtoull(status.c_str() + at + std::char_traits<char>::length(field), nullptr, 16);
     return signo >= 1 && signo <= 64 && (mask >> (signo - 1) & 1) != 0;
   };
-  return {true, has("SigBlk:"), has("SigPnd:")};
+  return {has("SigBlk:"), has("SigPnd:")};
 }
 
 }  // namespace
