@@ -23,6 +23,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 readelf --debug-dump=frames "$gzip" 2> /dev/null | grep -o 'pc=[0-9a-f]*\.\.[0-9a-f]*' > fdes.txt || true
 [[ -s fdes.txt ]] || { echo "skipped: $gzip has no .eh_frame FDEs"; exit 77; }
+# The PLT sections: perf names a stub there from the relocations ("write@plt"), we by its FDE like any code
+# without a symbol (docs/frame-names.md). Samples in them are left out of the comparison on both sides.
+readelf -SW "$gzip" | sed 's/^ *\[ *[0-9]*\]//' | awk '$1 ~ /^\.plt/ && $2 == "PROGBITS" { print $3, $5 }' > plt.txt
 # Text that takes gzip -6 about a second, so that a few hundred samples land in its functions.
 seq 1 1500000 | sed 's/$/ lorem ipsum dolor sit amet 0123456789/' > in.txt
 
@@ -35,6 +38,8 @@ import bisect, collections, re, sys
 folded, script, module = sys.argv[1], sys.argv[2], sys.argv[3]
 fdes = sorted(tuple(int(x, 16) for x in l.strip()[3:].split('..')) for l in open('fdes.txt'))
 starts = [s for s, _ in fdes]
+plt = [(int(a, 16), int(a, 16) + int(n, 16)) for a, n in (l.split() for l in open('plt.txt'))]
+def in_plt(start): return any(lo <= start < hi for lo, hi in plt)
 def expected(addr):  # the FDE around an ELF address, as our name for it
     i = bisect.bisect_right(starts, addr) - 1
     return f'{module}+{fdes[i][0]:#x}' if i >= 0 and addr < fdes[i][1] else f'[{module}]'
@@ -48,12 +53,15 @@ for line in open(folded):
         if m and int(m.group(1), 16) not in starts:
             sys.exit(f'FAIL: {f} is not the start of an FDE of {module}: one function, several boxes')
         if m or f == f'[{module}]': boxes.add(f)
-    if ours.match(frames[-1]) or frames[-1] == f'[{module}]': leaf[frames[-1]] += int(count)
+    m = ours.match(frames[-1])
+    if m and in_plt(int(m.group(1), 16)): continue
+    if m or frames[-1] == f'[{module}]': leaf[frames[-1]] += int(count)
 perf = collections.Counter()
 for block in open(script).read().split('\n\n'):  # a sample: a comm line, then its stack, leaf first
     lines = block.strip('\n').split('\n')
     parts = lines[1].split() if len(lines) > 1 else []
     if len(parts) < 3 or not parts[-1].endswith('/' + module + ')'): continue
+    if parts[1].endswith('@plt') or (parts[1] == '[unknown]' and in_plt(int(parts[0], 16))): continue
     if parts[1] != '[unknown]': sys.exit(f'FAIL: perf names {parts[0]} {parts[1]}: is {module} stripped?')
     perf[expected(int(parts[0], 16))] += 1
 if sum(perf.values()) < 20: sys.exit(f'FAIL: only {sum(perf.values())} samples in {module}')
