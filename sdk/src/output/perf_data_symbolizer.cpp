@@ -14,6 +14,7 @@
 
 #include <elfutils/libdwfl.h>
 
+#include "output/debuginfo_lookup.hpp"
 #include "output/unknown_frame.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/record.hpp"
@@ -26,7 +27,7 @@ char* debuginfo_path = nullptr;
 
 const Dwfl_Callbacks kOfflineCallbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = detail::find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };

@@ -9,6 +9,7 @@
 
 #include <elfutils/libdwfl.h>
 
+#include "output/debuginfo_lookup.hpp"
 #include "output/unknown_frame.hpp"
 #include "selfperf/error.hpp"
 
@@ -19,7 +20,7 @@ char* debuginfo_path = nullptr;  // libdwfl's default search path (.debug, /usr/
 
 const Dwfl_Callbacks kCallbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = detail::find_debuginfo,
     .section_address = nullptr,
     .debuginfo_path = &debuginfo_path,
 };
