@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "sampling/new_threads.hpp"
 #include "selfperf/sampler.hpp"
 #include "test_support.hpp"
 
@@ -105,6 +106,30 @@ TEST_CASE("attach_new_threads attaches std::thread and pthread_create threads st
   Seen after;
   std::thread([&] { after = Seen{gettid(), perf_fds()}; }).join();
   CHECK(after.perf_fds == baseline);
+}
+
+TEST_CASE("threads created inside an UnattachedThreadCreation (the profiler's drain thread) are not attached; "
+          "the creator's later threads, and other threads' meanwhile, are") {
+  const int baseline = perf_fds();
+  Sampler sampler(options());
+  sampler.start();
+  Seen unattached, attached, other;
+  {
+    selfperf::detail::UnattachedThreadCreation scope;
+    std::thread([&] { unattached = run_and_burn(); }).join();
+    // Another thread creating one meanwhile is not affected: the scope is its creator's alone.
+    std::thread([&] { std::thread([&] { other = run_and_burn(); }).join(); }).join();
+  }
+  std::thread([&] { attached = run_and_burn(); }).join();
+  const Sampler::Totals totals = sampler.stop();
+  std::map<pid_t, std::uint64_t> samples;
+  for (const auto& t : totals.threads) samples[t.tid] += t.samples;
+  CHECK(unattached.perf_fds == baseline);
+  CHECK(samples.count(unattached.tid) == 0);
+  CHECK(attached.perf_fds == baseline + 1);
+  CHECK(samples[attached.tid] > 0);
+  CHECK(other.perf_fds == baseline + 1);
+  CHECK(samples[other.tid] > 0);
 }
 
 TEST_CASE("two samplers that both ask for new threads each get them; one without the option does not") {

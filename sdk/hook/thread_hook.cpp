@@ -14,6 +14,7 @@
 #include <new>
 
 extern "C" void selfperf_thread_started() noexcept;  // sdk/src/sampling/new_threads.cpp
+extern "C" bool selfperf_thread_creation_attaches() noexcept;
 
 // Its presence is how the library knows the hook is linked in (a weak reference there).
 extern "C" const int selfperf_thread_hook_linked = 1;
@@ -44,6 +45,7 @@ CreateFn next_pthread_create() {
 extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
   CreateFn next = next_pthread_create();
   if (next == nullptr) return EAGAIN;
+  if (!selfperf_thread_creation_attaches()) return next(thread, attr, fn, arg);
   auto* start = new (std::nothrow) StartRoutine{fn, arg};
   if (start == nullptr) return next(thread, attr, fn, arg);  // still a thread, only not attached
   int rc = next(thread, attr, attached_start, start);

@@ -102,6 +102,11 @@ class Sampler {
     // Needs selfperf's pthread_create hook in the program: link selfperf::thread_hook (or run under the
     // preload library); start() throws saying so when it is missing.
     bool attach_new_threads = false;
+    // Unwinder::libunwind: leave libunwind's process set-up (its first trace, ~2 ms of CPU on a VM) to a later
+    // prepare_libunwind_process() (selfperf/unwind.hpp), so that a short process that takes no sample never
+    // pays it; the profiler makes it once samples come. Until then a sample that needs libunwind keeps the
+    // frames the DWARF walk found (Totals::unwound_partially).
+    bool defer_libunwind_setup = false;
   };
 
   struct ThreadTotals {
@@ -125,7 +130,8 @@ class Sampler {
     std::uint64_t attach_failed = 0;   // new threads attach_new_threads could not attach (reason on stderr)
     std::uint64_t unwound_by_libunwind = 0;  // Unwinder::libunwind samples the DWARF walk handed to unw_backtrace
     // Unwinder::libunwind samples kept with the frames the DWARF walk found, without libunwind's: its share of
-    // the thread's time is capped at a tenth (its slow path can outlast a short sampling period).
+    // the thread's time is capped at a tenth (its slow path can outlast a short sampling period), and it is not
+    // set up yet where Options::defer_libunwind_setup put that off.
     std::uint64_t unwound_partially = 0;
     // Halvings of a thread's rate because taking its samples cost it more than half its time (a period
     // shorter than what one overflow costs the machine: tens of µs on a VM). Said once on stderr too.

@@ -134,6 +134,15 @@ std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::ui
 // attach), before unwind_libunwind.
 bool prepare_libunwind_this_thread() noexcept;
 
+// Where the process's libunwind set-up stands: not_yet (no first trace), lazy (each thread's trace cache is
+// made by its first unwind_libunwind, in the handler), per_thread (only threads that called
+// prepare_libunwind_this_thread afterwards may call unwind_libunwind).
+enum class LibunwindSetup { not_yet, lazy, per_thread };
+LibunwindSetup libunwind_setup() noexcept;
+// The process's set-up alone (the first trace: ~2 ms of CPU on a VM, its cache filled), where allocation is
+// allowed, for a caller that put it off (Sampler::Options::defer_libunwind_setup). Once per process.
+void prepare_libunwind_process() noexcept;
+
 // The cursor/unw_step loop from a ucontext (5–60 µs per sample): for comparison and non-signal use only.
 std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept;
 

@@ -31,6 +31,7 @@
 #include "selfperf/perf_data_writer.hpp"
 #include "selfperf/sampler.hpp"
 #include "selfperf/symbolizer.hpp"
+#include "selfperf/unwind.hpp"
 
 namespace selfperf {
 namespace {
@@ -165,6 +166,9 @@ void Profiler::start() {
   s.unwinder = so.unwinder;
   so.attach_new_threads = detail::thread_hook_present();  // the preload library, or a program linking the hook
   so.max_depth = s.options.max_depth;
+  // libunwind's set-up (~2 ms of CPU) waits for the first samples (drain thread): a process that takes none, a
+  // build's thousand short ones, never pays it.
+  so.defer_libunwind_setup = true;
   // Four drain passes' worth of samples (at least 64): a thread fills its buffer only if the drainer is late
   // by three passes. The default 1024 was 20 passes at 999 Hz and, ring pages being touched in turn, up to
   // 300 KiB a busy thread: 60 KiB now.
@@ -189,13 +193,15 @@ void Profiler::start() {
 }
 
 void Profiler::State::start_drainer() {
+  detail::UnattachedThreadCreation unattached;  // the drainer is not profiled
   drainer = std::thread([this] {
-    sampler->detach_this_thread();  // attached by the pthread_create hook, if any: the drainer is not profiled
     std::unique_lock lock(mu);
     bool first_pass = true;
     while (!stopping) {
       wake.wait_for(lock, kDrainInterval);
       drain_once();
+      // Samples that needed libunwind before this kept the DWARF walk's frames (Totals::unwound_partially).
+      if (unwinder == Unwinder::libunwind && samples.load(std::memory_order_relaxed) > 0) prepare_libunwind_process();
       if (first_pass && on_first_pass) on_first_pass();
       first_pass = false;
     }

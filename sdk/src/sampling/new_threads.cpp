@@ -19,6 +19,7 @@ namespace selfperf::detail {
 namespace {
 
 std::mutex g_mutex;
+thread_local bool t_unattached_creation = false;
 std::atomic<int> g_count{0};  // lets threads skip the lock when no sampler wants them
 std::vector<std::weak_ptr<SamplerCore>>& cores() {
   static auto* list = new std::vector<std::weak_ptr<SamplerCore>>;  // never destroyed: threads may start late
@@ -28,6 +29,11 @@ std::vector<std::weak_ptr<SamplerCore>>& cores() {
 }  // namespace
 
 void registry_waits_for_fork() { fork_waits_for(g_mutex, ForkLockRank::leaf); }
+
+UnattachedThreadCreation::UnattachedThreadCreation() noexcept : previous_(t_unattached_creation) {
+  t_unattached_creation = true;
+}
+UnattachedThreadCreation::~UnattachedThreadCreation() { t_unattached_creation = previous_; }
 
 bool thread_hook_present() noexcept { return &selfperf_thread_hook_linked != nullptr; }
 
@@ -47,6 +53,8 @@ void stop_attaching_new_threads(const SamplerCore* core) {
 }
 
 }  // namespace selfperf::detail
+
+extern "C" bool selfperf_thread_creation_attaches() noexcept { return !selfperf::detail::t_unattached_creation; }
 
 extern "C" void selfperf_thread_started() noexcept {
   using selfperf::detail::SamplerCore;

@@ -233,7 +233,12 @@ void SamplerCore::attach_this_thread() {
   // Warmed from a signal only where libunwind's trace cache was made at attach: made lazily, it is made by the
   // first sample that needs it, and a warm-up (a signal and a walk per thread, ~0.6 ms of a short process's
   // CPU) would mostly warm the DWARF walk's process-wide CFI cache, which the first samples fill as well.
-  const bool warm_up = options.unwinder == Unwinder::libunwind && prepare_libunwind_this_thread();
+  // Put off (defer_libunwind_setup), the process's set-up is only looked at: a thread attached before it
+  // finds libunwind once it is made lazily, never where each thread must make its own cache at attach.
+  const bool warm_up = options.unwinder == Unwinder::libunwind &&
+                       (!options.defer_libunwind_setup || libunwind_setup() != LibunwindSetup::not_yet) &&
+                       prepare_libunwind_this_thread();
+  state->libunwind_cache_made = warm_up;
   const int fd = open_event(attr, event_name, 0, -1, -1).release();
   leave_descriptors_to_the_program(fd);  // closes it when it throws
   state->fd = fd;

@@ -59,6 +59,7 @@ struct ThreadState {
   std::atomic<std::uint64_t> unwound_by_libunwind{0};
   std::atomic<std::uint64_t> unwound_partially{0};
   LibunwindBudget libunwind_budget;  // the owner's handlers only
+  bool libunwind_cache_made = false;  // at attach (LibunwindSetup::per_thread): unwind_libunwind may run here
 
   // The rate in force (sample_freq in frequency mode, else sample_period), which the governor lowers when
   // sampling takes more than half the thread's time (sampler_governor.hpp).

@@ -75,9 +75,13 @@ std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uin
   if (s.unwinder == Unwinder::libunwind) {
     const DwarfWalk walk = unwind_dwarf(regs, s.stack, out, s.code);
     if (walk.complete) return walk.frames;
-    // Within libunwind's budget (see LibunwindBudget); beyond it the sample keeps the frames the DWARF walk found.
+    // Within libunwind's budget (see LibunwindBudget) and once it is set up; else the sample keeps the frames the
+    // DWARF walk found.
     const std::uint64_t begin = TscClock::now_tsc();
-    if (!s.libunwind_budget.allows(begin)) {
+    const LibunwindSetup setup = libunwind_setup();
+    const bool ready =
+        setup == LibunwindSetup::lazy || (setup == LibunwindSetup::per_thread && s.libunwind_cache_made);
+    if (!ready || !s.libunwind_budget.allows(begin)) {
       bump(s.unwound_partially);
       return walk.frames;
     }
