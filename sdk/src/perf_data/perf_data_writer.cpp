@@ -391,6 +391,22 @@ void PerfDataWriter::write_mmap2(const Mmap2Info& map, std::uint64_t time) {
   append(scratch_.data(), scratch_.size());
 }
 
+void PerfDataWriter::write_task(bool exit, std::int32_t pid, std::int32_t ppid, std::int32_t tid,
+                                std::int32_t ptid, std::uint64_t time) {
+  if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
+  scratch_.clear();
+  put(scratch_, perf_event_header{exit ? std::uint32_t{PERF_RECORD_EXIT} : std::uint32_t{PERF_RECORD_FORK}, 0, 0});
+  put(scratch_, pid);
+  put(scratch_, ppid);
+  put(scratch_, tid);
+  put(scratch_, ptid);
+  put(scratch_, time);
+  append_sample_id(pid, tid, time, 0);
+  auto size = static_cast<std::uint16_t>(scratch_.size());
+  std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
+  append(scratch_.data(), scratch_.size());
+}
+
 void PerfDataWriter::synthesize_self_mmaps() {
   if (!process_synthesized_) {
     process_synthesized_ = true;
