@@ -81,7 +81,10 @@ class PerfDataWriter {
   void write_lost(std::uint64_t lost, std::size_t event_index = 0);
   // `time` (perf clock) places the record among the samples: a merged file holds the COMM of every image a
   // pid ran (exec), each from the time of its first sample, so perf names each sample by the image that took it.
-  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time = 0);
+  // `exec`: the name changed because the task exec'd (PERF_RECORD_MISC_COMM_EXEC): perf then drops the old
+  // image's mappings.
+  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time = 0,
+                  bool exec = false);
   void write_mmap2(const Mmap2Info& map, std::uint64_t time = 0);
   // PERF_RECORD_FORK (`exit` false: a new thread or process, which perf names and maps as its parent) or
   // PERF_RECORD_EXIT, for records of other processes (ProcessWatcher's).

@@ -347,10 +347,11 @@ void PerfDataWriter::write_lost(std::uint64_t lost, std::size_t event_index) {
   lost_ += lost;
 }
 
-void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time) {
+void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time,
+                                bool exec) {
   if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
   scratch_.clear();
-  put(scratch_, perf_event_header{PERF_RECORD_COMM, 0, 0});
+  put(scratch_, perf_event_header{PERF_RECORD_COMM, exec ? std::uint16_t{PERF_RECORD_MISC_COMM_EXEC} : std::uint16_t{0}, 0});
   put(scratch_, pid);
   put(scratch_, tid);
   std::string name = comm.substr(0, 15);  // TASK_COMM_LEN

@@ -100,7 +100,7 @@ class RecordCopier {
         CommRecord c;
         if (decode_comm(r, format_, c) != DecodeStatus::ok) return miss();
         writer_.write_comm(static_cast<std::int32_t>(c.pid), static_cast<std::int32_t>(c.tid), std::string(c.comm),
-                           c.sample_id.time);
+                           c.sample_id.time, c.exec);
         return;
       }
       case PERF_RECORD_MMAP2: {
