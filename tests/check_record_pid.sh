@@ -28,9 +28,10 @@ wait_for() {  # description command...
 }
 # The target's SIGUSR1 handler is installed (SigCgt bit 10): the signal then starts its second thread.
 catches_usr1() { local m; m=$(awk '/^SigCgt:/ {print $2}' "/proc/$1/status" 2>/dev/null) && (( 0x$m & 0x200 )); }
-attached() { grep -q "^selfperf record: sampling" "$1"; }
+attached() { grep -qs "^selfperf record: sampling" "$1"; }
 
-# 1. The whole run: attach, then the target starts its second thread, works, and exits; record stops by itself.
+# 1. The whole run: attach, then the target starts its second thread, which works a fixed amount once record
+# has opened an event on it, and exits; record stops by itself.
 "$target" late.tid 4000 &
 tpid=$!; pids+=("$tpid")
 wait_for "the target's SIGUSR1 handler" catches_usr1 "$tpid"
@@ -38,6 +39,11 @@ wait_for "the target's SIGUSR1 handler" catches_usr1 "$tpid"
 rpid=$!; pids+=("$rpid")
 wait_for "selfperf record to attach" attached run.err
 kill -USR1 "$tpid"
+# The second thread exists, and record has an event on it too (one per thread): then it may finish its work.
+wait_for "the target's second thread" test -s late.tid
+perf_fds() { (( $(ls -l "/proc/$rpid/fd" 2>/dev/null | grep -c 'perf_event') >= 2 )); }
+wait_for "selfperf record to follow the second thread" perf_fds
+kill -USR2 "$tpid"
 wait "$rpid" || { cat run.err; fail "selfperf record -p exited $?"; }
 wait "$tpid" || fail "the target exited $?"
 cat run.err
@@ -46,9 +52,10 @@ late=$(cat late.tid)
 [[ $late =~ ^[0-9]+$ && $late != "$tpid" ]] || fail "the target's second thread wrote no tid: '$late'"
 
 perf script -i run.data -F tid,ip,sym > script.txt 2> script.err || fail "perf script cannot read run.data: $(cat script.err)"
-# Each sample: "tid" then its frames, leaf first; print tid, leaf and caller.
-awk '/^[^ \t]/ { if (tid != "") print tid, leaf, caller; tid = $1; leaf = ""; caller = ""; n = 0; next }
-     NF >= 2 { n++; if (n == 1) leaf = $2; else if (n == 2) caller = $2 }
+# Each sample: a line with its tid (right-aligned), then its frames, leaf first, each after a tab; print tid,
+# leaf and caller.
+awk '/^\t/ { n++; if (n == 1) leaf = $2; else if (n == 2) caller = $2; next }
+     NF >= 1 { if (tid != "") print tid, leaf, caller; tid = $1; leaf = ""; caller = ""; n = 0 }
      END { if (tid != "") print tid, leaf, caller }' script.txt > stacks.txt
 main_n=$(awk -v t="$tpid" '$1 == t && $2 == "main_spin_leaf" && $3 == "main_spin_caller"' stacks.txt | wc -l)
 late_n=$(awk -v t="$late" '$1 == t && $2 == "late_spin_leaf" && $3 == "late_spin_caller"' stacks.txt | wc -l)
