@@ -43,8 +43,9 @@ constexpr const char* kUsage =
     "  --summary-json JSON  also write the summary as JSON (processes, threads, samples, lost by cause, rate\n"
     "            lowered, files written, and each process's own: docs/formats.md), also when nothing was sampled\n"
     "  -q        no summary on stderr\n"
-    "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads and processes they\n"
-    "            start later, user space only, until Ctrl-C/SIGTERM, --duration, or all of them have exited.\n"
+    "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads they start later\n"
+    "            (not the processes they fork), user space only, until Ctrl-C/SIGTERM, --duration, or all of\n"
+    "            them have exited.\n"
     "            Call chains from the kernel's frame-pointer walk (--call-graph kernel, the default; fp is the\n"
     "            same; dwarf is not done for -p yet)\n"
     "  --duration SECONDS  with -p: stop after this long\n";
