@@ -32,7 +32,7 @@ attached() { grep -qs "^selfperf record: sampling" "$1"; }
 
 # 1. The whole run: attach, then the target starts its second thread, which works a fixed amount once record
 # has opened an event on it, and exits; record stops by itself.
-"$target" late.tid 4000 &
+"$target" late.tid 10000 &
 tpid=$!; pids+=("$tpid")
 wait_for "the target's SIGUSR1 handler" catches_usr1 "$tpid"
 "$selfperf" record -p "$tpid" -o run.data 2> run.err &
