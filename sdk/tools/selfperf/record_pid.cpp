@@ -198,6 +198,8 @@ int record_pids(const RecordPidArgs& a) {
         if (tid != pid) writer.write_comm(p, static_cast<std::int32_t>(tid), thread_comm(pid, tid));
       for (const auto& m : read_executable_maps(pid)) writer.write_mmap2(m);
     }
+    // Before the line that says sampling started: whoever waits for it may send SIGINT at once.
+    catch_stop_signals();
     if (!a.quiet) {
       std::size_t threads = 0;
       for (const auto& at : attached) threads += at.second.size();
@@ -205,7 +207,6 @@ int record_pids(const RecordPidArgs& a) {
                    attached.size(), attached.size() == 1 ? "" : "es", threads, event.c_str());
     }
 
-    catch_stop_signals();
     Totals totals;
     RecordCopier copy(writer, watcher.format(), totals);
     const auto started = std::chrono::steady_clock::now();
