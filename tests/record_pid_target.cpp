@@ -20,8 +20,9 @@ std::atomic<bool> count_down{false};
 std::atomic<bool> late_done{false};
 const char* tid_file = nullptr;
 long late_calls = 0;
-volatile unsigned long sink = 0;
-volatile const void* frame_seen = nullptr;
+// Both threads store their results here: atomics, so that the stores are no data race.
+std::atomic<unsigned long> sink{0};
+std::atomic<const void*> frame_seen{nullptr};
 
 void on_usr1(int) { go.store(true, std::memory_order_relaxed); }
 void on_usr2(int) { count_down.store(true, std::memory_order_relaxed); }
@@ -44,16 +45,16 @@ extern "C" {
 // GCC sets up no frame in a leaf that needs none, whatever -fno-omit-frame-pointer says; the walk would then
 // skip the caller. Taking the frame's address makes it build one.
 __attribute__((noinline)) void main_spin_leaf() {
-  frame_seen = __builtin_frame_address(0);
-  sink = spin_in_registers(false);
+  frame_seen.store(__builtin_frame_address(0), std::memory_order_relaxed);
+  sink.store(spin_in_registers(false), std::memory_order_relaxed);
 }
 __attribute__((noinline)) void main_spin_caller() {
   main_spin_leaf();
   asm volatile("" ::: "memory");  // a call, not a jump: the caller's frame stays on the stack
 }
 __attribute__((noinline)) void late_spin_leaf() {
-  frame_seen = __builtin_frame_address(0);
-  sink = spin_in_registers(true);
+  frame_seen.store(__builtin_frame_address(0), std::memory_order_relaxed);
+  sink.store(spin_in_registers(true), std::memory_order_relaxed);
 }
 __attribute__((noinline)) void late_spin_caller() {
   late_spin_leaf();
