@@ -87,6 +87,8 @@ class ProcessWatcher {
   // New threads that could not be watched (their event did not open: EMFILE, say), and why the last did not.
   std::size_t missed_threads() const noexcept { return missed_threads_; }
   const std::string& last_miss() const noexcept { return last_miss_; }
+  // Times a ring was mapped with half the pages asked for, locked memory (perf_event_mlock_kb) having run out.
+  std::size_t smaller_rings() const noexcept { return smaller_rings_; }
 
   // Over every ring, closed ones included: records read, lost (the kernel's LOST records), and so on.
   RingBufferStats stats() const noexcept;
@@ -102,6 +104,8 @@ class ProcessWatcher {
   void wait(std::chrono::milliseconds timeout);
   // Opens `tid`'s channel; false when the thread is gone (ESRCH). Throws selfperf::Error otherwise.
   bool open_channel(pid_t pid, pid_t tid);
+  // The ring of `fd`, smaller than asked where locked memory runs out.
+  RingBuffer map_ring(int fd);
   void note_fork(const RecordView& record);
   // Opens channels on the threads of the processes note_fork marked that have none yet.
   void follow_new_threads();
@@ -119,6 +123,7 @@ class ProcessWatcher {
   std::vector<std::pair<pid_t, pid_t>> seen_;  // (pid, tid) ever opened: an exited thread is never reopened
   std::vector<pid_t> forked_;                  // processes with a new thread to follow
   std::size_t missed_threads_ = 0;
+  std::size_t smaller_rings_ = 0;
   std::string last_miss_;
   RingBufferStats closed_stats_{};
 };

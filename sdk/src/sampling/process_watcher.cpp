@@ -131,10 +131,10 @@ bool ProcessWatcher::open_channel(pid_t pid, pid_t tid) {
                 err);
   }
   try {
-    RingBuffer ring(fd, options_.data_pages);
+    channels_.push_back(Channel{pid, tid, fd, map_ring(fd), false});
     poller_.add(fd, static_cast<std::uint64_t>(fd));
-    channels_.push_back(Channel{pid, tid, fd, std::move(ring), false});
   } catch (const Error& e) {
+    if (!channels_.empty() && channels_.back().fd == fd) channels_.pop_back();
     poller_.remove(fd);
     ::close(fd);
     throw Error("process " + std::to_string(pid) + ", thread " + std::to_string(tid) + ": " + e.what(),
@@ -142,6 +142,19 @@ bool ProcessWatcher::open_channel(pid_t pid, pid_t tid) {
   }
   seen_.emplace_back(pid, tid);
   return true;
+}
+
+RingBuffer ProcessWatcher::map_ring(int fd) {
+  // Out of locked memory (perf_event_mlock_kb, then RLIMIT_MEMLOCK: ~135 rings of 16 pages for an
+  // unprivileged user here), a smaller ring still samples that thread, if it loses more between two polls.
+  for (std::size_t pages = options_.data_pages;; pages /= 2) {
+    try {
+      return RingBuffer(fd, pages);
+    } catch (const Error& e) {
+      if (pages <= 1 || (e.errno_value() != EPERM && e.errno_value() != ENOMEM)) throw;
+      ++smaller_rings_;
+    }
+  }
 }
 
 std::vector<pid_t> ProcessWatcher::add(pid_t pid) {

@@ -247,6 +247,10 @@ int record_pids(const RecordPidArgs& a) {
                    why.c_str(), seconds, totals.processes.size(), totals.threads.size(),
                    static_cast<unsigned long long>(totals.samples),
                    static_cast<unsigned long long>(stats.total_lost()));
+      if (watcher.smaller_rings() > 0)
+        std::fprintf(stderr, "  (locked memory ran out: %zu rings mapped smaller than 16 pages; raise "
+                             "kernel.perf_event_mlock_kb or ulimit -l if samples were lost)\n",
+                     watcher.smaller_rings());
       if (watcher.missed_threads() > 0)
         std::fprintf(stderr, "  %zu new threads not sampled; the last because %s\n", watcher.missed_threads(),
                      watcher.last_miss().c_str());
