@@ -54,6 +54,9 @@ struct Mmap2Info {
 
 // The executable mappings of this process, from /proc/self/maps.
 std::vector<Mmap2Info> read_self_executable_maps();
+// The executable mappings of process `pid`, from /proc/PID/maps (empty when it cannot be read: gone, or
+// another user's).
+std::vector<Mmap2Info> read_executable_maps(pid_t pid);
 
 class PerfDataWriter {
  public:
@@ -78,8 +81,15 @@ class PerfDataWriter {
   void write_lost(std::uint64_t lost, std::size_t event_index = 0);
   // `time` (perf clock) places the record among the samples: a merged file holds the COMM of every image a
   // pid ran (exec), each from the time of its first sample, so perf names each sample by the image that took it.
-  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time = 0);
+  // `exec`: the name changed because the task exec'd (PERF_RECORD_MISC_COMM_EXEC): perf then drops the old
+  // image's mappings.
+  void write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time = 0,
+                  bool exec = false);
   void write_mmap2(const Mmap2Info& map, std::uint64_t time = 0);
+  // PERF_RECORD_FORK (`exit` false: a new thread or process, which perf names and maps as its parent) or
+  // PERF_RECORD_EXIT, for records of other processes (ProcessWatcher's).
+  void write_task(bool exit, std::int32_t pid, std::int32_t ppid, std::int32_t tid, std::int32_t ptid,
+                  std::uint64_t time);
   // MMAP2 records for executable mappings of this process not written yet (after dlopen, say).
   void synthesize_self_mmaps();
   // No record written after this one is older than any written before the previous round: call it after a

@@ -1,4 +1,4 @@
-// This process's executable mappings as MMAP2 records describe them (perf's synthesized mmap events).
+// A process's executable mappings as MMAP2 records describe them (perf's synthesized mmap events).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -10,11 +10,12 @@
 
 namespace selfperf {
 
-std::vector<Mmap2Info> read_self_executable_maps() {
+namespace {
+
+std::vector<Mmap2Info> read_maps(const char* path, std::int32_t pid) {
   std::vector<Mmap2Info> out;
-  std::ifstream in("/proc/self/maps");
+  std::ifstream in(path);
   std::string line;
-  const auto pid = static_cast<std::int32_t>(::getpid());
   while (std::getline(in, line)) {
     unsigned long long start = 0, end = 0, offset = 0, inode = 0;
     unsigned maj = 0, min = 0;
@@ -40,6 +41,16 @@ std::vector<Mmap2Info> read_self_executable_maps() {
     out.push_back(std::move(m));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Mmap2Info> read_self_executable_maps() {
+  return read_maps("/proc/self/maps", static_cast<std::int32_t>(::getpid()));
+}
+
+std::vector<Mmap2Info> read_executable_maps(pid_t pid) {
+  return read_maps(("/proc/" + std::to_string(pid) + "/maps").c_str(), static_cast<std::int32_t>(pid));
 }
 
 }  // namespace selfperf

@@ -347,10 +347,11 @@ void PerfDataWriter::write_lost(std::uint64_t lost, std::size_t event_index) {
   lost_ += lost;
 }
 
-void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time) {
+void PerfDataWriter::write_comm(std::int32_t pid, std::int32_t tid, const std::string& comm, std::uint64_t time,
+                                bool exec) {
   if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
   scratch_.clear();
-  put(scratch_, perf_event_header{PERF_RECORD_COMM, 0, 0});
+  put(scratch_, perf_event_header{PERF_RECORD_COMM, exec ? std::uint16_t{PERF_RECORD_MISC_COMM_EXEC} : std::uint16_t{0}, 0});
   put(scratch_, pid);
   put(scratch_, tid);
   std::string name = comm.substr(0, 15);  // TASK_COMM_LEN
@@ -388,6 +389,22 @@ void PerfDataWriter::write_mmap2(const Mmap2Info& map, std::uint64_t time) {
       !map.filename.empty() && map.filename[0] == '/' && mapped_files_.insert(map.filename).second;
   // Pipe mode has no BUILD_ID feature at the end: the id goes before the file's first mapping.
   if (options_.pipe && first_of_file) append_build_id(map.filename);
+  append(scratch_.data(), scratch_.size());
+}
+
+void PerfDataWriter::write_task(bool exit, std::int32_t pid, std::int32_t ppid, std::int32_t tid,
+                                std::int32_t ptid, std::uint64_t time) {
+  if (fd_ < 0) throw Error("perf.data writer: " + path_.string() + " is closed");
+  scratch_.clear();
+  put(scratch_, perf_event_header{exit ? std::uint32_t{PERF_RECORD_EXIT} : std::uint32_t{PERF_RECORD_FORK}, 0, 0});
+  put(scratch_, pid);
+  put(scratch_, ppid);
+  put(scratch_, tid);
+  put(scratch_, ptid);
+  put(scratch_, time);
+  append_sample_id(pid, tid, time, 0);
+  auto size = static_cast<std::uint16_t>(scratch_.size());
+  std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
   append(scratch_.data(), scratch_.size());
 }
 

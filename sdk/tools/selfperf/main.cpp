@@ -9,7 +9,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: selfperf COMMAND [ARGS]\n"
-    "  record   profile a command and every process it starts into one perf.data\n"
+    "  record   profile a command and every process it starts, or running processes (-p PID), into one perf.data\n"
     "  list     the events that open here, by group\n"
     "  stat     count a command or a running process (-p PID), as perf stat\n"
     "  report   top functions, folded stacks or a flame graph of a perf.data (ours or perf's)\n"

@@ -20,6 +20,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "merge.hpp"
+#include "record_pid.hpp"
 #include "record_summary.hpp"
 #include "selfperf/error.hpp"
 
@@ -31,6 +32,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [--summary-json JSON] [-q]\n"
     "                       -- CMD [ARG...]\n"
+    "       selfperf record -p PID[,PID...] [-o FILE] [-F HZ] [-e EVENT] [--call-graph kernel|fp] [--duration SECONDS]\n"
     "  Profiles CMD and every process it starts (wrappers, fork, exec) into FILE (default perf.data), which\n"
     "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
     "  -o -      pipe-mode perf.data to standard output (selfperf record -o - -- CMD | perf report -i -); CMD's\n"
@@ -40,7 +42,13 @@ constexpr const char* kUsage =
     "  --call-graph dwarf|fp|kernel   unwinder (default dwarf: works without frame pointers)\n"
     "  --summary-json JSON  also write the summary as JSON (processes, threads, samples, lost by cause, rate\n"
     "            lowered, files written, and each process's own: docs/formats.md), also when nothing was sampled\n"
-    "  -q        no summary on stderr\n";
+    "  -q        no summary on stderr\n"
+    "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads they start later\n"
+    "            (not the processes they fork), user space only, until Ctrl-C/SIGTERM, --duration, or all of\n"
+    "            them have exited.\n"
+    "            Call chains from the kernel's frame-pointer walk (--call-graph kernel, the default; fp is the\n"
+    "            same; dwarf is not done for -p yet)\n"
+    "  --duration SECONDS  with -p: stop after this long\n";
 
 struct RecordArgs {
   fs::path output = "perf.data";
@@ -50,6 +58,9 @@ struct RecordArgs {
   fs::path summary_json;
   bool quiet = false;
   std::vector<std::string> command;
+  std::vector<pid_t> pids;
+  std::string call_graph;
+  double duration = 0;
 };
 
 RecordArgs parse_record(int argc, char** argv) {
@@ -61,8 +72,19 @@ RecordArgs parse_record(int argc, char** argv) {
     else if (o.is("-e", "--event")) a.event = o.value();
     else if (o.is("-q", "--quiet")) a.quiet = true;
     else if (o.is("--summary-json")) a.summary_json = o.value();
+    else if (o.is("-p", "--pid")) {
+      const std::string list = o.value();
+      if (!parse_pid_list(list, a.pids)) o.fail("-p " + list + ": give process ids, as in -p 1234 or -p 1234,5678");
+    } else if (o.is("--duration")) {
+      const std::string v = o.value();
+      char* end = nullptr;
+      a.duration = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(a.duration > 0))
+        o.fail("--duration " + v + ": give a number of seconds above 0, as in --duration 2.5");
+    }
     else if (o.is("--call-graph") || o.arg().rfind("--call-graph=", 0) == 0) {
       const std::string mode = o.is("--call-graph") ? o.value() : o.arg().substr(13);
+      a.call_graph = mode;
       if (mode == "dwarf") a.unwinder = "libunwind";
       else if (mode == "fp") a.unwinder = "frame_pointer";
       else if (mode == "kernel") a.unwinder = "kernel";
@@ -72,7 +94,16 @@ RecordArgs parse_record(int argc, char** argv) {
     }
   }
   a.command = o.rest();
-  if (a.command.empty()) o.fail("give the command to profile after --");
+  if (!a.pids.empty()) {
+    if (!a.command.empty()) o.fail("give either -p PID or a command, not both");
+    if (!a.summary_json.empty()) o.fail("--summary-json is for a command's run, not for -p");
+    if (a.call_graph == "dwarf")
+      o.fail("--call-graph dwarf with -p is not done yet (user registers and stack copies unwound afterwards); "
+             "use --call-graph kernel, which needs the program built with frame pointers");
+    return a;
+  }
+  if (a.duration > 0) o.fail("--duration is for -p; a command is recorded until it exits");
+  if (a.command.empty()) o.fail("give the command to profile after --, or -p PID");
   return a;
 }
 
@@ -172,6 +203,8 @@ std::vector<fs::path> profiles_in(const fs::path& dir) {
 
 int record(int argc, char** argv) {
   const RecordArgs a = parse_record(argc, argv);
+  if (!a.pids.empty())
+    return record_pids({a.pids, a.output, a.frequency, a.event, a.call_graph, a.duration, a.quiet});
   const bool to_stdout = a.output == "-";
   if (to_stdout && ::isatty(STDOUT_FILENO)) {
     std::fprintf(stderr, "selfperf record: -o -: standard output is a terminal; pipe it (| perf report -i -) or "

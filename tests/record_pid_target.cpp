@@ -1,0 +1,96 @@
+// check_record_pid.sh's target: a process that selfperf record -p attaches to. Its main thread spins in
+// main_spin_leaf (called by main_spin_caller); on SIGUSR1 it starts a second thread, which writes its tid to
+// the file named by argv[1] and spins in late_spin_leaf (called by late_spin_caller), and after SIGUSR2 for
+// argv[2] more calls; the process exits when that thread is done. Without SIGUSR1 it spins until killed.
+// Built with frame pointers and without tail calls, so the kernel's frame-pointer walk finds every caller; the
+// spinning touches no memory, so that no sanitizer adds calls of its own to the loops.
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+std::atomic<bool> go{false};
+std::atomic<bool> count_down{false};
+std::atomic<bool> late_done{false};
+const char* tid_file = nullptr;
+long late_calls = 0;
+// Both threads store their results here: atomics, so that the stores are no data race.
+std::atomic<unsigned long> sink{0};
+std::atomic<const void*> frame_seen{nullptr};
+
+void on_usr1(int) { go.store(true, std::memory_order_relaxed); }
+void on_usr2(int) { count_down.store(true, std::memory_order_relaxed); }
+
+// 100000 steps in a register, inlined into each leaf; `xor_steps` keeps the two leaves' code different, so
+// that the linker's identical-code folding cannot merge them under one name.
+__attribute__((always_inline)) inline unsigned long spin_in_registers(bool xor_steps) {
+  unsigned long x = 0;
+  for (unsigned long i = 0; i < 100000; ++i) {
+    x = xor_steps ? x ^ (i * 3) : x + i;
+    asm volatile("" : "+r"(x));  // kept, and kept out of memory
+  }
+  return x;
+}
+
+}  // namespace
+
+extern "C" {
+
+// GCC sets up no frame in a leaf that needs none, whatever -fno-omit-frame-pointer says; the walk would then
+// skip the caller. Taking the frame's address makes it build one.
+__attribute__((noinline)) void main_spin_leaf() {
+  frame_seen.store(__builtin_frame_address(0), std::memory_order_relaxed);
+  sink.store(spin_in_registers(false), std::memory_order_relaxed);
+}
+__attribute__((noinline)) void main_spin_caller() {
+  main_spin_leaf();
+  asm volatile("" ::: "memory");  // a call, not a jump: the caller's frame stays on the stack
+}
+__attribute__((noinline)) void late_spin_leaf() {
+  frame_seen.store(__builtin_frame_address(0), std::memory_order_relaxed);
+  sink.store(spin_in_registers(true), std::memory_order_relaxed);
+}
+__attribute__((noinline)) void late_spin_caller() {
+  late_spin_leaf();
+  asm volatile("" ::: "memory");
+}
+
+}  // extern "C"
+
+namespace {
+
+void* late_thread(void*) {
+  if (FILE* f = std::fopen(tid_file, "w")) {
+    std::fprintf(f, "%ld\n", static_cast<long>(::syscall(SYS_gettid)));
+    std::fclose(f);
+  }
+  while (!count_down.load(std::memory_order_relaxed)) late_spin_caller();
+  for (long i = 0; i < late_calls; ++i) late_spin_caller();
+  late_done.store(true);
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: record_pid_target TID_FILE LATE_CALLS\n");
+    return 2;
+  }
+  tid_file = argv[1];
+  late_calls = std::atol(argv[2]);
+  std::signal(SIGUSR2, on_usr2);
+  std::signal(SIGUSR1, on_usr1);
+  while (!go.load(std::memory_order_relaxed)) main_spin_caller();
+  pthread_t t;
+  if (pthread_create(&t, nullptr, late_thread, nullptr) != 0) return 1;
+  while (!late_done.load()) main_spin_caller();
+  pthread_join(t, nullptr);
+  return 0;
+}
