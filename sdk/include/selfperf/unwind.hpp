@@ -13,7 +13,8 @@ namespace selfperf {
 enum class Unwinder {
   frame_pointer,  // walk the rbp chain; needs code built with -fno-omit-frame-pointer
   libunwind,      // DWARF CFI (.eh_frame), no frame pointers needed: unwind_dwarf walks the frames whose rules
-                  // are offsets from rsp/rbp (nearly all compiled code) from a cache of those rules; a sample
+                  // are offsets from rsp/rbp (aarch64: sp/x29, the return address in x30 or its save slot;
+                  // nearly all compiled code) from a cache of those rules; a sample
                   // that meets anything else (a PLT stub, a signal trampoline, code without an FDE) is unwound
                   // by libunwind's fast trace (unw_backtrace) instead, so the result is libunwind's
   kernel,         // the kernel's PERF_SAMPLE_CALLCHAIN (frame-pointer based for user space), no user unwinding;
@@ -106,7 +107,8 @@ std::size_t unwind_frame_pointer(const RegisterState& regs, const StackBounds& s
                                  std::span<std::uint64_t> out, const CodeMap* code = nullptr) noexcept;
 
 // DWARF CFI walk from the registers, for signal handlers: each frame's rule (CFA = rsp or rbp + offset,
-// return address and saved rbp at offsets from the CFA) comes from a process-wide cache, filled on a miss by
+// return address and saved rbp at offsets from the CFA; on aarch64 sp or x29, and x30 itself for the
+// interrupted frame, return addresses stripped of pointer-authentication codes) comes from a process-wide cache, filled on a miss by
 // evaluating the object's .eh_frame in place (no lock, no allocation; a few microseconds, once per address).
 // Every address derived from the stack is checked against `stack` before it is read. `complete` is false when
 // a frame needed a rule beyond those offsets or had no FDE (or `code` is null): the frames are then only a

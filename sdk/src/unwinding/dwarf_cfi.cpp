@@ -1,5 +1,6 @@
 // .eh_frame evaluation for the signal handler: .eh_frame_hdr's sorted table finds the FDE, the CIE's and FDE's
-// call-frame instructions run up to the address, and only rbp, rsp (as CFA) and the return address are kept.
+// call-frame instructions run up to the address, and only the frame pointer, the stack pointer (as CFA) and the
+// return address are kept: rbp, rsp and the return-address column on x86-64, x29, sp and x30 on aarch64.
 // Formats: the LSB's "Exception Frame" chapter and DWARF 5 section 6.4.
 #include "unwinding/dwarf_cfi.hpp"
 
@@ -9,10 +10,18 @@ namespace selfperf::detail {
 
 namespace {
 
+#if defined(__aarch64__)
+// DWARF register numbers on aarch64 ("DWARF for the Arm 64-bit Architecture", 4.1): x29 (the frame pointer),
+// sp, and x30 (the link register), which is also the CIE's return-address column.
+constexpr std::uint64_t kFp = 29;
+constexpr std::uint64_t kSp = 31;
+constexpr std::uint64_t kReturnAddress = 30;
+#else
 // DWARF register numbers on x86-64 (System V psABI, figure 3.36).
-constexpr std::uint64_t kRbp = 6;
-constexpr std::uint64_t kRsp = 7;
+constexpr std::uint64_t kFp = 6;    // rbp
+constexpr std::uint64_t kSp = 7;    // rsp
 constexpr std::uint64_t kReturnAddress = 16;
+#endif
 
 // DW_EH_PE_* pointer encodings: the low nibble is the value's format, bits 4-6 what it is relative to.
 constexpr std::uint8_t kPeOmit = 0xff;
@@ -107,10 +116,16 @@ struct RegRule {
   std::int64_t offset = 0;  // saved: at CFA + offset
 };
 struct FrameState {
-  std::uint64_t cfa_reg = kRsp;
+  std::uint64_t cfa_reg = kSp;
+#if defined(__aarch64__)
+  std::int64_t cfa_offset = 0;  // at a call's target: CFA = sp, the return address in x30 (`bl` put it there)
+  RegRule rbp;                  // x29
+  RegRule ra{RegRule::same, 0};
+#else
   std::int64_t cfa_offset = 8;  // at a call's target: CFA = rsp + 8, the return address just below it
   RegRule rbp;
   RegRule ra{RegRule::saved, -8};
+#endif
   bool unsupported = false;
 };
 
@@ -165,6 +180,9 @@ bool parse_cie(std::uint64_t at, std::uint64_t section_end, Cie& cie) noexcept {
           break;
         }
         case 'S': return false;  // a signal frame: libunwind knows the kernel's sigcontext layout
+#if defined(__aarch64__)
+        case 'B': break;  // return addresses signed with the B key: the walk strips either key's signature
+#endif
         default: return false;   // an augmentation we cannot skip safely
       }
     }
@@ -181,8 +199,9 @@ bool parse_cie(std::uint64_t at, std::uint64_t section_end, Cie& cie) noexcept {
 // alone: linkers describe PLT stubs that way (rsp + 8, + 8 more once the lazy stub has pushed its index:
 // "rsp + 8 + ((rip & 15) >= 11) << 3"). Evaluated at `pc`, it is a plain rsp offset for that instruction.
 // Values are tracked as (rsp multiple, constant); anything else (memory reads, other registers, rsp scaled)
-// is refused. Sets the CFA and returns true, or returns false.
-bool cfa_from_expression(Reader r, std::uint64_t pc, FrameState& s) noexcept {
+// is refused. Sets the CFA and returns true, or returns false. On aarch64 (no DWARF register holds the pc
+// there) only sp (breg31) and constants are taken; its PLT stubs have no FDE at all.
+bool cfa_from_expression(Reader r, [[maybe_unused]] std::uint64_t pc, FrameState& s) noexcept {
   struct Value {
     std::int64_t rsp;  // 0 or 1
     std::int64_t k;
@@ -200,10 +219,12 @@ bool cfa_from_expression(Reader r, std::uint64_t pc, FrameState& s) noexcept {
     bool ok = true;
     if (op >= 0x30 && op <= 0x4f) {  // DW_OP_lit0..31
       ok = push({0, op - 0x30});
-    } else if (op == 0x77) {  // DW_OP_breg7: rsp + offset
+    } else if (op == 0x70 + kSp) {  // DW_OP_breg7 (aarch64: breg31): rsp + offset
       ok = push({1, r.sleb()});
+#if !defined(__aarch64__)
     } else if (op == 0x80) {  // DW_OP_breg16: rip + offset
       ok = push({0, static_cast<std::int64_t>(pc) + r.sleb()});
+#endif
     } else if (op == 0x08) {  // DW_OP_const1u
       ok = push({0, r.fixed<std::uint8_t>()});
     } else if (op == 0x10) {  // DW_OP_constu
@@ -245,14 +266,14 @@ bool cfa_from_expression(Reader r, std::uint64_t pc, FrameState& s) noexcept {
     if (!ok || !r.ok()) return false;
   }
   if (n != 1 || stack[0].rsp != 1 || !r.ok()) return false;
-  s.cfa_reg = kRsp;
+  s.cfa_reg = kSp;
   s.cfa_offset = stack[0].k;
   return true;
 }
 
 template <class State>  // FrameState or const FrameState
 auto rule_of(State& s, std::uint64_t reg) noexcept -> decltype(&s.rbp) {
-  if (reg == kRbp) return &s.rbp;
+  if (reg == kFp) return &s.rbp;
   if (reg == kReturnAddress) return &s.ra;
   return nullptr;
 }
@@ -265,7 +286,7 @@ void run_cfa_program(Reader r, const Cie& cie, std::uint64_t loc, std::uint64_t 
   FrameState remembered[kStackDepth];
   int depth = 0;
   auto set = [&](std::uint64_t reg, RegRule::Kind kind, std::int64_t offset) {
-    if (reg == kRsp) {
+    if (reg == kSp) {
       s.unsupported = true;  // the CFA is the caller's rsp; an explicit rule for rsp we do not model
     } else if (RegRule* rule = rule_of(s, reg)) {
       *rule = RegRule{kind, offset};
@@ -367,6 +388,12 @@ void run_cfa_program(Reader r, const Cie& cie, std::uint64_t loc, std::uint64_t 
         break;
       }
       case 0x2e: r.uleb(); break;  // DW_CFA_GNU_args_size
+#if defined(__aarch64__)
+      // DW_CFA_AARCH64_negate_ra_state: x30 is (or no longer is) signed with a pointer-authentication code in its
+      // top bits (paciasp/autiasp, -mbranch-protection). Nothing to keep: the walk strips every return address
+      // it takes (xpaclri), which leaves an unsigned one as it is.
+      case 0x2d: break;
+#endif
       case 0x2f: {                 // DW_CFA_GNU_negative_offset_extended
         const std::uint64_t reg = r.uleb();
         set(reg, RegRule::saved, -static_cast<std::int64_t>(r.uleb()) * cie.data_align);
@@ -412,18 +439,38 @@ CfiRule to_rule(const FrameState& s) noexcept {
     rule.flags |= CfiRule::kOutermost;
     return rule;
   }
-  const bool cfa_ok = (s.cfa_reg == kRsp || s.cfa_reg == kRbp) && s.cfa_offset > 0 && s.cfa_offset < (1 << 30);
+#if defined(__aarch64__)
+  // A leaf (or a prologue before `stp x29, x30, ...`) has CFA = sp: offset 0. The return address is x30 itself
+  // (same value) or a slot below the CFA, a multiple of 8 that ra_slot can name: from x29's slot where x29 was
+  // saved (gcc puts the frame record at the bottom of frames with locals, over 1 KiB below the CFA in large
+  // ones, with x30 always right above x29), else from the CFA.
+  const bool cfa_ok = (s.cfa_reg == kSp || s.cfa_reg == kFp) && s.cfa_offset >= 0 && s.cfa_offset < (1 << 30);
+  const bool ra_in_lr = s.ra.kind == RegRule::same;
+  const std::int64_t ra_from = s.rbp.kind == RegRule::saved ? s.rbp.offset : 0;
+  const std::int64_t ra_words = (s.ra.offset - ra_from) / 8;
+  const bool ra_ok = ra_in_lr || (s.ra.kind == RegRule::saved && s.ra.offset <= -8 && s.ra.offset % 8 == 0 &&
+                                  ra_from % 8 == 0 && ra_words >= -128 && ra_words <= 127);
+#else
+  const bool cfa_ok = (s.cfa_reg == kSp || s.cfa_reg == kFp) && s.cfa_offset > 0 && s.cfa_offset < (1 << 30);
   const bool ra_ok = s.ra.kind == RegRule::saved && s.ra.offset == -8;
+#endif
   const bool rbp_ok = s.rbp.kind == RegRule::same || s.rbp.kind == RegRule::undefined ||
                       (s.rbp.kind == RegRule::saved && s.rbp.offset >= -32768 && s.rbp.offset <= -8);
   if (!cfa_ok || !ra_ok || !rbp_ok) return rule;
   rule.flags |= CfiRule::kWalk;
-  if (s.cfa_reg == kRbp) rule.flags |= CfiRule::kCfaFromRbp;
+  if (s.cfa_reg == kFp) rule.flags |= CfiRule::kCfaFromRbp;
   rule.cfa_offset = static_cast<std::int32_t>(s.cfa_offset);
   if (s.rbp.kind == RegRule::saved) {
     rule.flags |= CfiRule::kRbpSaved;
     rule.rbp_offset = static_cast<std::int16_t>(s.rbp.offset);
   }
+#if defined(__aarch64__)
+  if (ra_in_lr) {
+    rule.flags |= CfiRule::kRaInLr;
+  } else {
+    rule.ra_slot = static_cast<std::int8_t>(ra_words);
+  }
+#endif
   return rule;
 }
 

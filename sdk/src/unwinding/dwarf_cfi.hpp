@@ -1,6 +1,6 @@
 #pragma once
-// DWARF call-frame information (.eh_frame) reduced to what a signal handler needs to find a caller on x86-64,
-// and a lock-free cache of those rules shared by every thread.
+// DWARF call-frame information (.eh_frame) reduced to what a signal handler needs to find a caller on x86-64
+// and aarch64, and a lock-free cache of those rules shared by every thread.
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -13,18 +13,23 @@ namespace selfperf::detail {
 // is at CFA - 8 (where `call` put it; any other place is left to libunwind); rbp is unchanged or was saved at
 // CFA + rbp_offset; the caller's rsp is the CFA. 8 bytes, so a cache slot publishes it with one atomic store;
 // cfa_offset in the low half, so the walk's critical path loads it sign-extended with nothing to decode.
+// On aarch64 the same fields name its registers: rbp is x29 (the frame pointer), rsp is sp; the return address
+// is x30's save slot, 8 * ra_slot bytes from x29's slot where x29 was saved (the frame record {x29, x30}: +8,
+// wherever a large frame puts the record), else from the CFA; or x30 itself (kRaInLr: a leaf, or a prologue
+// before it saves x30), which only the interrupted frame knows. On x86-64 ra_slot is 0 and kRaInLr never set.
 struct CfiRule {
   static constexpr std::uint8_t kKnown = 1;        // a filled rule (a zero word is an empty cache slot)
   static constexpr std::uint8_t kWalk = 2;         // the caller is found with the offsets below
   static constexpr std::uint8_t kOutermost = 4;    // the return address is undefined: the stack ends here
-  static constexpr std::uint8_t kCfaFromRbp = 8;   // CFA is rbp-based (else rsp-based)
-  static constexpr std::uint8_t kRbpSaved = 16;    // the caller's rbp is at CFA + rbp_offset
+  static constexpr std::uint8_t kCfaFromRbp = 8;   // CFA is rbp-based (else rsp-based); aarch64: x29 (else sp)
+  static constexpr std::uint8_t kRbpSaved = 16;    // the caller's rbp (aarch64: x29) is at CFA + rbp_offset
+  static constexpr std::uint8_t kRaInLr = 32;      // aarch64: the return address is still in x30
   // Neither kWalk nor kOutermost: no FDE covers the address, or its rules need more than offsets (a DWARF
   // expression, as PLT stubs and signal trampolines use; another register as CFA): leave it to libunwind.
 
   std::int32_t cfa_offset = 0;
   std::int16_t rbp_offset = 0;
-  std::uint8_t unused = 0;
+  std::int8_t ra_slot = 0;  // aarch64: x30's slot, in words from x29's slot (kRbpSaved) or from the CFA
   std::uint8_t flags = 0;
 
   static CfiRule unsupported() noexcept { return CfiRule{0, 0, 0, kKnown}; }

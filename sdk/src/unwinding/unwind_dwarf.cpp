@@ -1,5 +1,7 @@
 // The DWARF walk: each frame's rule from the shared cache (or .eh_frame on a miss), then two loads from the
-// stack, every address checked against the thread's stack bounds first.
+// stack, every address checked against the thread's stack bounds first. The aarch64 walk, whose return address
+// may be in the link register, is in unwind_dwarf_aarch64.cpp.
+#if !defined(__aarch64__)
 #include <cstddef>
 
 #include "unwinding/dwarf_cfi.hpp"
@@ -104,14 +106,6 @@ __attribute__((no_sanitize("address", "thread"))) DwarfWalk unwind_dwarf(const R
                                                                  const CodeMap* code) noexcept {
   if (out.empty()) return DwarfWalk{0, true};
   out[0] = regs.ip;
-#if defined(__aarch64__)
-  // The cached rules describe x86-64 frames only (CFA from rsp/rbp, return address at CFA - 8). On aarch64 the
-  // return address is x30's saved slot or x30 itself and the CFA comes from sp or x29 (DWARF registers 31, 29):
-  // not ported yet, so every sample is left to libunwind, which reads aarch64 CFI (sampler_signal.cpp).
-  (void)stack;
-  (void)code;
-  return DwarfWalk{1, false};
-#endif
   // Another stack (sigaltstack, a fiber) than the one recorded: leave it to libunwind.
   if (code == nullptr || regs.ip == 0 || !stack.contains(regs.sp, 8)) return DwarfWalk{1, false};
 
@@ -183,3 +177,4 @@ __attribute__((no_sanitize("address", "thread"))) DwarfWalk unwind_dwarf(const R
 }
 
 }  // namespace selfperf
+#endif  // !__aarch64__
