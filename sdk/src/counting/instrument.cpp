@@ -12,6 +12,7 @@
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "events/perf_syscall.hpp"
+#include "output/json_text.hpp"
 #include "output/region_report.hpp"
 
 namespace selfperf {

@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "output/histogram_json.hpp"
-#include "output/region_report.hpp"
+#include "output/json_text.hpp"
 #include "selfperf/frame_loop.hpp"
 
 namespace selfperf {

@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "output/region_report.hpp"
+#include "output/json_text.hpp"
 
 namespace selfperf {
 

@@ -1,5 +1,6 @@
 // Regions as JSON and CSV: every count exact, every double read back as written, each value with its unit.
 #include "output/region_report.hpp"
+#include "output/json_text.hpp"
 
 #include "output/report_format.hpp"
 
@@ -42,10 +43,6 @@ nlohmann::ordered_json regions_to_json(std::span<const std::string> events, std:
     out.push_back(std::move(r));
   }
   return out;
-}
-
-std::string dump_json(const nlohmann::ordered_json& value) {
-  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace detail

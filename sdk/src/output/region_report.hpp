@@ -11,7 +11,4 @@ namespace selfperf::detail {
 
 nlohmann::ordered_json regions_to_json(std::span<const std::string> events, std::span<const Region* const> regions);
 
-// Serialises with invalid UTF-8 (a region named from raw bytes) replaced rather than thrown on.
-std::string dump_json(const nlohmann::ordered_json& value);
-
 }  // namespace selfperf::detail

@@ -15,17 +15,6 @@ std::string csv_field(std::string_view text) {
   return out + '"';
 }
 
-std::string csv_number(double value) {
-  if (!std::isfinite(value)) return "";
-  char buf[32];
-  // Plain notation for integral values below 2^53 ("1310295847", not "1.310295847e+09"); shortest round-trip
-  // otherwise.
-  const bool integral = value == std::floor(value) && std::fabs(value) < 9007199254740992.0;
-  auto result = integral ? std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, 0)
-                         : std::to_chars(buf, buf + sizeof buf, value);
-  return std::string(buf, result.ptr);
-}
-
 std::string decimal(unsigned __int128 value) {
   if (value == 0) return "0";
   std::string digits;

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "output/region_report.hpp"
+#include "output/json_text.hpp"
 #include "profiling/profile_output.hpp"
 #include "selfperf/error.hpp"
 
