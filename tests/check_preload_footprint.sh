@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the preload library costs a process that takes no sample, in what it loads and shows: it shows the
-# program only the calls it interposes (exec*, fork, pthread_create); it loads neither libstdc++ (linked in)
+# program only the calls it interposes (exec*, fork, pthread_create); it loads neither libstdc++ (linked in), libm,
 # nor elfutils (libdw and libelf come on demand, when a process with samples symbolizes); and symbolizing a
 # stripped distro binary does not load libdebuginfod (with curl, gnutls, krb5 …) unless DEBUGINFOD_URLS asks
 # for it. The CPU it costs is measured in bench/bench_profile_cost.cpp (short_process).
@@ -26,10 +26,10 @@ exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TWRDBV]$/ { print $3 }' | 
 expected="execl execle execlp execv execve execveat execvp execvpe fexecve fork pthread_create "
 [[ $exported == "$expected" ]] ||
   fail "the library exports $(wc -w <<< "$exported") symbols ($(cut -c1-300 <<< "$exported")…), expected only '$expected'"
-for needed in libstdc++ libdw libelf; do
+for needed in libstdc++ libdw libelf libm.so; do
   readelf -d "$lib" | grep -q "NEEDED.*$needed" && fail "the library still needs $needed at load"
 done
-echo "ok: exports only the interposed calls; needs no libstdc++, libdw, libelf"
+echo "ok: exports only the interposed calls; needs no libstdc++, libdw, libelf, libm"
 
 # A process without samples: cat prints its own mappings while profiled (at 1 Hz: no sample).
 LD_PRELOAD=$lib SELFPERF_PROFILE="$tmp/cat.data" SELFPERF_FREQUENCY=1 SELFPERF_QUIET=1 cat /proc/self/maps > maps.txt
