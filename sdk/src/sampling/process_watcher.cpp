@@ -1,4 +1,5 @@
-// ProcessWatcher: per-thread inherited sampling events on other processes, one ring each, one epoll set.
+// ProcessWatcher: a sampling event per thread of other processes (not inherited: see the header), one ring
+// each, one epoll set.
 #include "selfperf/process_watcher.hpp"
 
 #include <dirent.h>
@@ -160,8 +161,7 @@ RingBuffer ProcessWatcher::map_ring(int fd) {
 std::vector<pid_t> ProcessWatcher::add(pid_t pid) {
   if (pid <= 0) throw Error("process " + std::to_string(pid) + ": not a process id; give a positive pid", EINVAL);
   if (std::find(pids_.begin(), pids_.end(), pid) != pids_.end()) return {};
-  std::vector<pid_t> tids;
-  tids = list_threads(pid);
+  const std::vector<pid_t> tids = list_threads(pid);
   const std::size_t before = channels_.size();
   std::vector<pid_t> opened;
   try {
