@@ -41,8 +41,16 @@ std::string hex(std::uintptr_t v) {
 
 volatile std::uint64_t watched = 0;
 
-// Not inlined, so the watchpoint's sample lands in a function whose address range the test knows.
+[[gnu::noinline]] void after_write() { asm volatile("" ::: "memory"); }
+
+// Not inlined, so the watchpoint's sample lands in a function whose address range the test knows. Not a leaf
+// either: GCC 12 keeps no frame in a leaf that uses no stack (even with -mno-omit-leaf-frame-pointer), and the
+// kernel's frame-pointer walk from the trap then starts at the caller's frame, missing the caller itself (an
+// Intel VM delivers the trap: 0 of 10 samples had writer_caller). The store comes after a call, so that it
+// cannot be scheduled into the prologue before the frame pointer is set (GCC put it between the push and the
+// mov of %rbp).
 [[gnu::noinline]] void write_watched(std::uint64_t v) {
+  after_write();
   watched = v;
   asm volatile("" ::: "memory");
 }
