@@ -3,8 +3,8 @@
 // process-wide event set, and selfperf::report() prints every region, merged over threads.
 //
 // Event set: set_default_events() before the first scope, else SELFPERF_EVENTS=cycles,instructions,…, else
-// cycles,instructions,branch-misses where a hardware PMU exists, else task-clock,page-faults,context-switches
-// (and the report says which and why). Each thread opens its own group lazily at its first scope; the
+// cycles,instructions,branch-misses where a hardware PMU exists (those of them it counts: QEMU's has no
+// branch-misses), else task-clock,page-faults,context-switches (and the report says which and why). Each thread opens its own group lazily at its first scope; the
 // first entry of each site on a thread allocates its region, every later start/stop pair allocates nothing.
 // report() merges the regions of finished threads and of the calling thread; call it when other threads
 // that use scopes are quiescent or joined (their live regions are read without synchronisation).

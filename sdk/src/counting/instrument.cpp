@@ -68,8 +68,11 @@ void resolve_events(Registry& r) {
       return;
     }
   } else if (detail::hardware_cycles_available()) {
-    r.events = {"cycles", "instructions", "branch-misses"};
+    std::vector<std::string> left_out;
+    r.events = detail::events_that_open({"cycles", "instructions", "branch-misses"}, left_out);
     r.events_reason = "defaults for a machine with a hardware PMU";
+    for (std::size_t i = 0; i < left_out.size(); ++i)
+      r.events_reason += (i ? ", " : "; left out, this PMU does not count them: ") + left_out[i];
   } else {
     r.events = {"task-clock", "page-faults", "context-switches"};
     r.events_reason = "software defaults: no hardware PMU here (cycles does not open)";

@@ -111,6 +111,21 @@ bool hardware_cycles_available() noexcept {
   return static_cast<bool>(fd);
 }
 
+std::vector<std::string> events_that_open(std::initializer_list<std::string_view> names,
+                                          std::vector<std::string>& left_out) {
+  std::vector<std::string> open;
+  for (std::string_view name : names) {
+    perf_event_attr attr = to_attr(parse_event(name));
+    attr.size = sizeof attr;
+    attr.disabled = 1;
+    attr.exclude_kernel = 1;  // allowed at every paranoid level below 3
+    attr.exclude_hv = 1;
+    Fd fd(perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    (fd ? open : left_out).emplace_back(name);
+  }
+  return open;
+}
+
 std::string open_error_message(int err, const perf_event_attr& attr, std::string_view event_name) {
   std::string name(event_name);
   std::string head = "cannot open event '" + name + "': " + std::strerror(err) + ". ";

@@ -2,6 +2,8 @@
 // The one place that calls perf_event_open(2) and turns its errno into advice a user can act on.
 #include <string>
 #include <string_view>
+#include <initializer_list>
+#include <vector>
 
 #include <linux/perf_event.h>
 #include <sys/types.h>
@@ -49,6 +51,13 @@ bool kernel_counting_allowed() noexcept;
 // Whether `cycles:u` opens on this thread: the one test for "is there a hardware PMU" that picks default
 // events (sampler, scopes) and gates hardware-only tests. Sets errno to the open's error when it does not.
 bool hardware_cycles_available() noexcept;
+
+// The events of `names` (perf's generic names) that open user-only on this thread, in their order; the others
+// go to `left_out`. A PMU need not count every generic event: QEMU's PMUv3 has cycles and
+// instructions only (ENOENT for branches, branch-misses, the hw-cache events), and a hypervisor may expose a
+// few. Default event sets are filtered through this, so that one missing event does not fail the whole group.
+std::vector<std::string> events_that_open(std::initializer_list<std::string_view> names,
+                                          std::vector<std::string>& left_out);
 
 // Reads a small text file (sysfs, procfs); empty string when it does not exist.
 std::string read_text_file(const std::string& path);

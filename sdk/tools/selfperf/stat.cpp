@@ -42,6 +42,7 @@ struct StatArgs {
   bool per_thread = false;
   std::string separator;
   std::vector<std::string> command;
+  std::vector<std::string> not_supported;  // default hardware events this PMU does not count
 };
 
 StatArgs parse(int argc, char** argv) {
@@ -68,8 +69,12 @@ StatArgs parse(int argc, char** argv) {
   if (a.pid == 0 && a.command.empty()) o.fail("no command to count (and no -p PID)");
   if (a.events.empty()) {
     a.events = {"task-clock", "context-switches", "cpu-migrations", "page-faults"};
+    // Only the hardware events this PMU counts: perf stat prints <not supported> for the others; ours would
+    // fail the command on the first (QEMU's PMUv3 has cycles and instructions only).
     if (detail::hardware_cycles_available())
-      for (const char* e : {"cycles", "instructions", "branches", "branch-misses"}) a.events.emplace_back(e);
+      for (auto& e : detail::events_that_open({"cycles", "instructions", "branches", "branch-misses"},
+                                              a.not_supported))
+        a.events.push_back(std::move(e));
   }
   return a;
 }
@@ -219,6 +224,11 @@ int stat_main(int argc, char** argv) {
     if (args.separator.empty()) std::printf("\n Performance counter stats for %s:\n\n", what.c_str());
     for (const auto& c : counts)
       print_line(c, args.separator, args.per_thread ? std::to_string(c.tid) + " " : std::string());
+    // As perf stat shows a default event the PMU does not count.
+    for (const auto& e : args.not_supported) {
+      if (args.separator.empty()) std::printf("%18s      %s\n", "<not supported>", e.c_str());
+      else std::printf("<not supported>%s%s%s\n", args.separator.c_str(), args.separator.c_str(), e.c_str());
+    }
     if (args.separator.empty()) std::printf("\n %14.9f seconds time elapsed\n\n", seconds);
   } catch (const Error& e) {
     std::fprintf(stderr, "selfperf stat: %s\n", e.what());
