@@ -130,3 +130,58 @@ TEST_CASE("a failed live check gets perf_event_open's fix, the descriptor fix, o
                  "ulimit -n"));
   CHECK(selfperf::doctor::failure_fix("unwound 3 frames", fine, "own") == "own");
 }
+
+namespace {
+
+// An arm64 machine with a PMU (the emulated one: armv8_pmuv3, Debian's kernel), user access as `access` says.
+selfperf::CapabilityReport arm64_with_pmu(const char* access) {
+  selfperf::CapabilityReport caps;
+  caps.machine = "aarch64";
+  caps.perf_event_paranoid = 2;
+  caps.perf_event_open = true;
+  caps.hardware_events = true;
+  caps.page_event = "cycles";
+  caps.cap_user_rdpmc = true;  // the page says so even at perf_user_access=0 (its index is 0 then)
+  caps.cap_user_time = true;
+  caps.rdpmc_sysfs = "absent";
+  caps.perf_user_access = access;
+  caps.user_access_pmus = {"armv8_pmuv3_0"};
+  caps.tracefs = "/sys/kernel/tracing";
+  return caps;
+}
+
+}  // namespace
+
+TEST_CASE("arm64: the fast path is kernel.perf_user_access's, not cpu/rdpmc's, and time is the arch timer's") {
+  Environment env;
+  SUBCASE("perf_user_access=0: no, with the sysctl that allows it") {
+    const auto rows = selfperf::doctor::findings(arm64_with_pmu("0"), env);
+    const Finding fast = row(rows, "user-space counter reads (mrs)");
+    CHECK_FALSE(fast.ok);
+    CHECK(contains(fast.value, "kernel.perf_user_access: 0"));
+    CHECK(contains(fast.fix, "sudo sysctl kernel.perf_user_access=1"));
+    CHECK_FALSE(contains(fast.fix, "cpu/rdpmc"));
+  }
+  SUBCASE("perf_user_access=1: yes") {
+    const auto rows = selfperf::doctor::findings(arm64_with_pmu("1"), env);
+    CHECK(row(rows, "user-space counter reads (mrs)").ok);
+    CHECK(row(rows, "arch timer time conversion (cap_user_time)").ok);
+    for (const auto& f : rows) CHECK_MESSAGE(!contains(f.name, "TSC"), f.name);
+  }
+  SUBCASE("a kernel before 5.17 (no perf_user_access, no rdpmc term, no user reads): no, and why") {
+    auto caps = arm64_with_pmu("1");
+    caps.perf_user_access = "absent";
+    caps.user_access_pmus.clear();
+    caps.cap_user_rdpmc = false;
+    const Finding fast = row(selfperf::doctor::findings(caps, env), "user-space counter reads (mrs)");
+    CHECK_FALSE(fast.ok);
+    CHECK(contains(fast.fix, "5.17"));
+  }
+  SUBCASE("x86-64 keeps its names") {
+    auto caps = unprivileged_vm();
+    caps.hardware_events = true;
+    const auto rows = selfperf::doctor::findings(caps, env);
+    CHECK(contains(row(rows, "user-space counter reads (rdpmc)").fix, "cpu/rdpmc"));
+    CHECK(row(rows, "TSC time conversion (cap_user_time)").ok);
+  }
+}

@@ -310,6 +310,7 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json out;
     out["verdict"] = verdict;
     out["ok"] = ok;
+    out["machine"] = caps.machine;
     out["perf_event_paranoid"] = caps.perf_event_paranoid;
     out["perf_event_open"] = caps.perf_event_open && env.open_errno == 0;
     if (env.open_errno) out["perf_event_open_errno"] = strerrorname_np(env.open_errno);

@@ -61,6 +61,42 @@ bool out_of_descriptors(const std::string& error) {
   return error.find(std::strerror(EMFILE)) != std::string::npos || error.find("RLIMIT_NOFILE") != std::string::npos;
 }
 
+constexpr const char* kUserAccessFix =
+    "sudo sysctl kernel.perf_user_access=1 (to keep it: echo kernel.perf_user_access=1 | sudo tee "
+    "/etc/sysctl.d/60-perf.conf); until then every counter read is a read(2) system call";
+
+// arm64: user space reads the counters with mrs once kernel.perf_user_access allows it (Linux 5.17+), not
+// through x86's cpu/rdpmc, and the timestamps come from the arch timer (CNTVCT_EL0), not the TSC.
+bool arm64(const CapabilityReport& caps) {
+  return caps.machine == "aarch64" || caps.perf_user_access != "absent" || !caps.user_access_pmus.empty();
+}
+
+Finding fast_path_finding(const CapabilityReport& caps) {
+  if (!arm64(caps)) {
+    const bool rdpmc = caps.cap_user_rdpmc && caps.rdpmc_sysfs != "0";
+    Finding fast{"user-space counter reads (rdpmc)", yes(rdpmc), rdpmc, ""};
+    fast.value += " (cpu/rdpmc in sysfs: " + caps.rdpmc_sysfs + ")";
+    if (!rdpmc)
+      fast.fix = "echo 1 | sudo tee /sys/bus/event_source/devices/cpu/rdpmc (until then every counter read is a "
+                 "read(2) system call)";
+    return fast;
+  }
+  // The page says cap_user_rdpmc even where perf_user_access is 0 (its index is 0 then): the sysctl decides.
+  const bool ok = caps.fast_path_verdict() == "rdpmc";
+  Finding fast{"user-space counter reads (mrs)", yes(ok), ok, ""};
+  fast.value += " (kernel.perf_user_access: " + caps.perf_user_access + ")";
+  if (ok) return fast;
+  if (caps.perf_user_access == "absent")
+    fast.fix = "this kernel (before Linux 5.17) gives user space no access to the arm64 counters: every read is "
+               "a read(2) system call; a 5.17+ kernel with kernel.perf_user_access=1 allows it";
+  else if (caps.perf_user_access == "0")
+    fast.fix = kUserAccessFix;
+  else
+    fast.fix = "the event's mmap page offers no user read (cap_user_rdpmc clear): the PMU driver does not allow it "
+               "(every read is a read(2) system call)";
+  return fast;
+}
+
 constexpr const char* kSeccompFix =
     "allow perf_event_open in the container's seccomp profile. Docker's default profile allows it only with "
     "CAP_PERFMON (Docker 20.10+, kernel 5.8+): docker run --cap-add PERFMON …; otherwise pass a profile that "
@@ -184,21 +220,17 @@ std::vector<Finding> findings(const CapabilityReport& caps, const Environment& e
   }
   out.push_back(hardware);
 
-  if (caps.hardware_events) {
-    const bool rdpmc = caps.cap_user_rdpmc && caps.rdpmc_sysfs != "0";
-    Finding fast{"user-space counter reads (rdpmc)", yes(rdpmc), rdpmc, ""};
-    fast.value += " (cpu/rdpmc in sysfs: " + caps.rdpmc_sysfs + ")";
-    if (!rdpmc)
-      fast.fix = "echo 1 | sudo tee /sys/bus/event_source/devices/cpu/rdpmc (until then every counter read is a "
-                 "read(2) system call)";
-    out.push_back(fast);
-  }
+  if (caps.hardware_events) out.push_back(fast_path_finding(caps));
 
   if (!caps.page_event.empty()) {
-    Finding time{"TSC time conversion (cap_user_time)", yes(caps.cap_user_time), true, ""};
+    const bool arm = arm64(caps);
+    Finding time{arm ? "arch timer time conversion (cap_user_time)" : "TSC time conversion (cap_user_time)",
+                 yes(caps.cap_user_time), true, ""};
     if (!caps.cap_user_time)
-      time.fix = "nothing to do: the kernel offers no TSC conversion here (a VM without a stable TSC), so "
-                 "timestamps come from clock_gettime";
+      time.fix = arm ? "nothing to do: the kernel offers no conversion of the arch timer (CNTVCT_EL0) here, so "
+                       "timestamps come from clock_gettime"
+                     : "nothing to do: the kernel offers no TSC conversion here (a VM without a stable TSC), so "
+                       "timestamps come from clock_gettime";
     out.push_back(time);
   }
 

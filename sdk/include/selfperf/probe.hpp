@@ -8,6 +8,7 @@
 namespace selfperf {
 
 struct CapabilityReport {
+  std::string machine;                 // uname -m: x86_64, aarch64, …
   int perf_event_paranoid = 2;
   bool privileged = false;             // CAP_PERFMON or CAP_SYS_ADMIN: paranoid limits do not apply
   bool kernel_counting = false;        // exclude_kernel=0 allowed

@@ -8,6 +8,7 @@
 
 #include <linux/perf_event.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "events/arm64_user_access.hpp"
@@ -55,6 +56,8 @@ std::string CapabilityReport::fast_path_verdict() const {
 
 CapabilityReport probe() {
   CapabilityReport r;
+  utsname names{};
+  if (::uname(&names) == 0) r.machine = names.machine;
   r.perf_event_paranoid = detail::perf_event_paranoid();
   r.privileged = detail::has_perf_privilege();
   r.kernel_counting = detail::kernel_counting_allowed();
@@ -101,6 +104,7 @@ CapabilityReport probe() {
 std::ostream& operator<<(std::ostream& out, const CapabilityReport& r) {
   auto yes = [](bool b) { return b ? "yes" : "no"; };
   out << "selfperf capability report\n";
+  out << "  machine                    " << (r.machine.empty() ? "unknown" : r.machine) << "\n";
   out << "  perf_event_paranoid        " << r.perf_event_paranoid
       << (r.privileged ? " (CAP_PERFMON/CAP_SYS_ADMIN held: limits do not apply)" : "") << "\n";
   out << "  kernel-side counting       " << yes(r.kernel_counting)
