@@ -41,6 +41,8 @@ while read -r name pass; do
     echo "run_guest: $name was not cross-built; its runs report no result" >&2
   fi
 done < "$dir/tests.list"
+# What the guest scripts run (samples, the preload library, the tools): beside the tests, their libraries found below.
+[ -d "$dir/guest-bin/support" ] && cp -n "$dir/guest-bin/support/"* "$root/tests/" 2>/dev/null
 
 # The shared libraries the binaries need, found in the sysroot first, then in the cross toolchain's libc.
 libdirs=()
@@ -60,6 +62,7 @@ pending=("$root"/tests/*)
 while [ ${#pending[@]} -gt 0 ]; do
   elf=${pending[0]}
   pending=("${pending[@]:1}")
+  [ "$(od -An -tx1 -N4 "$elf" | tr -d ' \n')" = 7f454c46 ] || continue  # a guest script: no libraries
   interp=$(aarch64-linux-gnu-readelf -l "$elf" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
   needed=$(aarch64-linux-gnu-readelf -d "$elf" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
   for lib in $needed ${interp:+$(basename "$interp")}; do
