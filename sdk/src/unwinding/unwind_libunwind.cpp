@@ -1,4 +1,4 @@
-// libunwind local unwinding: the fast cached trace for signal handlers, the cursor loop for comparison.
+// libunwind local unwinding: the fast cached trace for signal handlers, and the process's set-up for it.
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
@@ -101,20 +101,6 @@ bool prepare_libunwind_this_thread() noexcept {
   if (libunwind_setup() == LibunwindSetup::lazy) return false;
   if (!first) trace_once();  // this thread's cache now: a handler must not make it
   return true;
-}
-
-std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
-  unw_cursor_t cursor;
-  auto* context = const_cast<unw_context_t*>(reinterpret_cast<const unw_context_t*>(&uc));
-  if (unw_init_local2(&cursor, context, UNW_INIT_SIGNAL_FRAME) < 0) return 0;
-  std::size_t n = 0;
-  while (n < out.size()) {
-    unw_word_t ip = 0;
-    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-    out[n++] = ip;
-    if (unw_step(&cursor) <= 0) break;
-  }
-  return n;
 }
 
 }  // namespace selfperf
