@@ -11,6 +11,11 @@
 
 #include "selfperf/unwind.hpp"
 
+// Defined by the preload library, which loads libunwind here, at the set-up, instead of at the program's start
+// (sdk/preload/libunwind_on_demand.cpp); a program linked with libunwind has none. False: not loaded, and the
+// set-up stays not made, so samples keep the DWARF walk's frames.
+extern "C" [[gnu::weak]] bool selfperf_load_libunwind() noexcept;
+
 namespace selfperf {
 
 namespace {
@@ -73,6 +78,7 @@ std::atomic<LibunwindSetup> g_setup{LibunwindSetup::not_yet};
 // The first trace fills this thread's cache too: ~2 ms of CPU on a VM (64 fresh pages), a fifth of what the
 // preload library cost /bin/true, which is why a profiler may put it off until samples come.
 void prepare_process() noexcept {
+  if (&selfperf_load_libunwind != nullptr && !selfperf_load_libunwind()) return;
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   constexpr unsigned kFirstLevelKeys = 32;  // glibc's PTHREAD_KEY_2NDLEVEL_SIZE: no allocation below it
   std::array<void*, kFirstLevelKeys> before;
@@ -98,7 +104,7 @@ bool prepare_libunwind_this_thread() noexcept {
     prepare_process();
     first = true;
   });
-  if (libunwind_setup() == LibunwindSetup::lazy) return false;
+  if (libunwind_setup() != LibunwindSetup::per_thread) return false;  // lazy, or libunwind not loaded
   if (!first) trace_once();  // this thread's cache now: a handler must not make it
   return true;
 }
