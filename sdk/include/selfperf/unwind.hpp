@@ -136,7 +136,8 @@ std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::ui
 // attach), before unwind_libunwind.
 bool prepare_libunwind_this_thread() noexcept;
 
-// Where the process's libunwind set-up stands: not_yet (no first trace), lazy (each thread's trace cache is
+// Where the process's libunwind set-up stands: not_yet (no first trace; under the preload library, which loads
+// libunwind at the set-up, also where it could not be loaded), lazy (each thread's trace cache is
 // made by its first unwind_libunwind, in the handler), per_thread (only threads that called
 // prepare_libunwind_this_thread afterwards may call unwind_libunwind).
 enum class LibunwindSetup { not_yet, lazy, per_thread };

@@ -197,11 +197,19 @@ void Profiler::State::start_drainer() {
   drainer = std::thread([this] {
     std::unique_lock lock(mu);
     bool first_pass = true;
+    bool libunwind_prepared = false;
     while (!stopping) {
       wake.wait_for(lock, kDrainInterval);
       drain_once();
       // Samples that needed libunwind before this kept the DWARF walk's frames (Totals::unwound_partially).
-      if (unwinder == Unwinder::libunwind && samples.load(std::memory_order_relaxed) > 0) prepare_libunwind_process();
+      // Outside mu: the set-up may load libunwind (the preload library's dlopen takes the loader's lock), and a
+      // library constructor that forks, holding that lock, waits for mu (fork_guard.hpp).
+      if (!libunwind_prepared && unwinder == Unwinder::libunwind && samples.load(std::memory_order_relaxed) > 0) {
+        lock.unlock();
+        prepare_libunwind_process();
+        lock.lock();
+        libunwind_prepared = true;
+      }
       if (first_pass && on_first_pass) on_first_pass();
       first_pass = false;
     }

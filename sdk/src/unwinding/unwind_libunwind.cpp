@@ -1,4 +1,4 @@
-// libunwind local unwinding: the fast cached trace for signal handlers, the cursor loop for comparison.
+// libunwind local unwinding: the fast cached trace for signal handlers, and the process's set-up for it.
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
@@ -10,6 +10,11 @@
 #include <pthread.h>
 
 #include "selfperf/unwind.hpp"
+
+// Defined by the preload library, which loads libunwind here, at the set-up, instead of at the program's start
+// (sdk/preload/libunwind_on_demand.cpp); a program linked with libunwind has none. False: not loaded, and the
+// set-up stays not made, so samples keep the DWARF walk's frames.
+extern "C" [[gnu::weak]] bool selfperf_load_libunwind() noexcept;
 
 namespace selfperf {
 
@@ -73,6 +78,7 @@ std::atomic<LibunwindSetup> g_setup{LibunwindSetup::not_yet};
 // The first trace fills this thread's cache too: ~2 ms of CPU on a VM (64 fresh pages), a fifth of what the
 // preload library cost /bin/true, which is why a profiler may put it off until samples come.
 void prepare_process() noexcept {
+  if (&selfperf_load_libunwind != nullptr && !selfperf_load_libunwind()) return;
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   constexpr unsigned kFirstLevelKeys = 32;  // glibc's PTHREAD_KEY_2NDLEVEL_SIZE: no allocation below it
   std::array<void*, kFirstLevelKeys> before;
@@ -98,23 +104,9 @@ bool prepare_libunwind_this_thread() noexcept {
     prepare_process();
     first = true;
   });
-  if (libunwind_setup() == LibunwindSetup::lazy) return false;
+  if (libunwind_setup() != LibunwindSetup::per_thread) return false;  // lazy, or libunwind not loaded
   if (!first) trace_once();  // this thread's cache now: a handler must not make it
   return true;
-}
-
-std::size_t unwind_libunwind_cursor(const ucontext_t& uc, std::span<std::uint64_t> out) noexcept {
-  unw_cursor_t cursor;
-  auto* context = const_cast<unw_context_t*>(reinterpret_cast<const unw_context_t*>(&uc));
-  if (unw_init_local2(&cursor, context, UNW_INIT_SIGNAL_FRAME) < 0) return 0;
-  std::size_t n = 0;
-  while (n < out.size()) {
-    unw_word_t ip = 0;
-    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-    out[n++] = ip;
-    if (unw_step(&cursor) <= 0) break;
-  }
-  return n;
 }
 
 }  // namespace selfperf
