@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The default unwinding (DWARF, in the sampled process) against perf record --call-graph dwarf (stack copies
 # unwound afterwards by perf) on three programs nobody here wrote, built without frame pointers: Debian's
-# python3 running a small pure-Python workload, gzip -6 of generated text, and g++ -O2 -c of a small C++
-# file (g++ execs cc1plus and as: selfperf record follows the tree). Each is recorded by both on the same
-# event (the one selfperf's file says it opened: cpu-clock as root, cpu-clock:u unprivileged) at 999 Hz, and
-# the inclusive share of each function (the fraction of samples whose stack holds it, once per stack however
-# deep the recursion) must agree within a tolerance of four standard errors of two ~1000-sample estimates.
-# The check then unwinds gzip with frame pointers and must tell that apart. See docs/sampling.md,
-# "Unwinding against perf on real programs", for what is compared how and the shares measured here.
+# python3 running a small pure-Python workload, gzip -6 of generated text, and cc1plus compiling a small C++
+# file with -O2 (the arguments g++ gives it). Both sample the same run: selfperf record runs perf record,
+# which runs the program (a fork and an exec that selfperf record follows), both on cpu-clock at 999 Hz
+# (kernel time counted where the user may count it, by perf as by us). The inclusive share of each function
+# (the fraction of samples whose stack holds it, once per stack however deep the recursion) must agree within
+# four standard errors of the difference of two such shares. Then gzip unwound with frame pointers, which
+# these binaries do not keep, must fail the comparison. docs/sampling.md, "Unwinding against perf on real
+# programs", says what is compared how, and the shares measured here.
 # Usage: check_unwind_vs_perf.sh BUILD_DIR SOURCE_DIR
 #   UNWIND_VS_PERF_CALL_GRAPH=fp (or kernel) records our side with that --call-graph instead: the check fails.
 set -euo pipefail
@@ -19,7 +20,7 @@ skip() { echo "skipped: $*"; exit 77; }
 [[ -e /proc/sys/kernel/perf_event_paranoid ]] || skip "this kernel has no perf events"
 libs=$(ldd "$lib")  # not `ldd | grep -q`: an early exit of grep can SIGPIPE ldd
 if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
-  skip "sanitizer build: the sanitized preload library cannot be loaded into python3, gzip and g++"
+  skip "sanitizer build: the sanitized preload library cannot be loaded into perf, python3, gzip and cc1plus"
 fi
 command -v perf > /dev/null || skip "perf is not installed (apt-get install linux-perf)"
 command -v readelf > /dev/null || skip "readelf (binutils) is not installed"
@@ -35,9 +36,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 ours_graph=()
 [[ -n ${UNWIND_VS_PERF_CALL_GRAPH:-} ]] && ours_graph=(--call-graph "$UNWIND_VS_PERF_CALL_GRAPH")
 
-# Five call paths, interleaved in short rounds so that each gets the same share of whatever else the machine
-# is doing (run one after another, their shares moved by up to 6 points between runs on a loaded machine).
-# About 1.2 s of CPU on this VM when quiet: ~1200 samples at 999 Hz.
+# Five call paths, interleaved in short rounds. About 2 s of CPU on this VM: ~2000 samples at 999 Hz.
 cat > work.py << 'PY'
 def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
@@ -59,22 +58,26 @@ def read_zeros(n):  # CPU time in the kernel, sampled where the event counts it 
         for _ in range(n):
             f.read(65536)
 
-for _ in range(28):
+for _ in range(48):
     fib(19)
     sort_words(50000)
     count_keys(80000)
     format_lines(50000)
     read_zeros(4000)
 PY
-# Text gzip -6 takes about a second for (16 MB; less repetitive than seq's, so deflate searches longer).
+# Text gzip -6 takes about two seconds for: a 4 MB block of random words, 7 times (deflate looks back 32 KB
+# only, so a repeated block costs it what fresh text would).
 "$python" - << 'PY'
 import random
 random.seed(1)
 words = "the quick brown fox jumps over the lazy dog lorem ipsum dolor sit amet".split()
+block = "".join("%d %s %x\n" % (i, " ".join(random.choices(words, k=5)), random.getrandbits(32))
+                for i in range(100000))
 with open("in.txt", "w") as f:
-    for i in range(350000):
-        f.write("%d %s %x\n" % (i, " ".join(random.choice(words) for _ in range(5)), random.getrandbits(32)))
+    for _ in range(7):
+        f.write(block)
 PY
+# About 1.5 s of cc1plus at -O2: templates instantiated for several types.
 cat > unit.cpp << 'CPP'
 #include <algorithm>
 #include <map>
@@ -86,35 +89,47 @@ cat > unit.cpp << 'CPP'
 template <int N> struct Fib { static constexpr long value = Fib<N - 1>::value + Fib<N - 2>::value; };
 template <> struct Fib<1> { static constexpr long value = 1; };
 template <> struct Fib<0> { static constexpr long value = 0; };
-std::map<std::string, std::vector<int>> index_words(const std::vector<std::string>& words) {
-  std::map<std::string, std::vector<int>> m;
-  for (int i = 0; i < static_cast<int>(words.size()); ++i) m[words[i]].push_back(i);
+template <typename Key, typename Value>
+std::map<Key, std::vector<Value>> index_by(const std::vector<Key>& keys, const std::vector<Value>& values) {
+  std::map<Key, std::vector<Value>> m;
+  for (std::size_t i = 0; i < keys.size() && i < values.size(); ++i) m[keys[i]].push_back(values[i]);
   return m;
+}
+template <typename T>
+std::string describe(const std::set<T>& s) {
+  std::ostringstream out;
+  for (const auto& x : s) out << x << '\n';
+  return out.str();
+}
+template <typename T>
+T sum_sorted(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  T s{};
+  for (const T& x : v) s += x;
+  return s;
 }
 std::unordered_map<long, std::string> names(const std::vector<long>& v) {
   std::unordered_map<long, std::string> m;
   for (long x : v) m.emplace(x, std::to_string(x * Fib<40>::value));
   return m;
 }
-long sum_sorted(std::vector<long> v) {
-  std::sort(v.begin(), v.end());
-  long s = 0;
-  for (long x : v) s += x;
-  return s;
-}
-std::string describe(const std::set<std::string>& s) {
-  std::ostringstream out;
-  for (const auto& x : s) out << x << ':' << x.size() << '\n';
-  return out.str();
-}
+template std::map<std::string, std::vector<int>> index_by(const std::vector<std::string>&, const std::vector<int>&);
+template std::map<long, std::vector<double>> index_by(const std::vector<long>&, const std::vector<double>&);
+template std::map<std::string, std::vector<std::string>> index_by(const std::vector<std::string>&, const std::vector<std::string>&);
+template std::string describe(const std::set<std::string>&);
+template std::string describe(const std::set<long>&);
+template std::string describe(const std::set<double>&);
+template long sum_sorted(std::vector<long>);
+template double sum_sorted(std::vector<double>);
+template std::string sum_sorted(std::vector<std::string>);
 CPP
 
-# perf's side of g++ is cc1plus run directly, with the arguments g++ gives it (-###): in a process perf
-# record sees exec'd by one it already follows (g++ -> cc1plus, bash -> gzip), perf's DWARF unwinding fails
-# out of every libc frame in about half the runs (all of that process's samples, none of another's: stacks
-# end at __libc_start_call_main, `perf script -v` says "unwind: no map for 4", a return address read from
-# argc's slot). The same program as perf's own child unwinds to _start. g++'s driver and as take a few
-# samples of ~1000 and are left out of both sides.
+# cc1plus runs as perf's own child, with the arguments g++ gives it (-###), not under g++: perf's DWARF
+# unwinding fails out of every libc frame of a process exec'd by one it already follows (g++ -> cc1plus,
+# bash -> gzip) in about half the runs. perf keeps the parent's maps in the child after the exec and takes
+# the lowest-addressed map of libc.so.6 in the process for its base: in 6 runs of 6 it failed exactly where
+# the parent's libc lay below the child's (stacks end at __libc_start_call_main; `perf script -v` says
+# "unwind: no map for 4", a return address read from argc's slot).
 cc1plus_line=$(g++ -O2 -c unit.cpp -o unit.o -### 2>&1 | grep -m1 '/cc1plus ') ||
   skip "g++ -### names no cc1plus: $(g++ -O2 -c unit.cpp -o unit.o -### 2>&1 | tail -3)"
 eval "cc1plus=($cc1plus_line)"
@@ -122,15 +137,15 @@ for ((i = 0; i < ${#cc1plus[@]} - 1; i++)); do [[ ${cc1plus[i]} == -o ]] && cc1p
 
 # The shares, one table per program. A frame is named as our folded stacks name it (docs/frame-names.md);
 # perf's names are matched to ours: a symbol without its version (@GLIBC_2.34) and, for C++, without its
-# parameters (perf demangles without them); a frame perf prints as [unknown] in a file is named by the FDE of
-# the module's .eh_frame around its address, as ours is (module+0x<FDE start>); perf prints the file offset
-# there, which is turned into the ELF address through the program headers (they differ for a non-PIE
-# executable, e.g. python3.11 is linked at 0x400000). Kernel frames (perf's, root's cpu-clock) are dropped, as
-# are frames neither side can name ([unknown], [module]).
+# parameters (perf demangles without them). A frame perf prints as [unknown] in a file, or as a PLT stub
+# (memcmp@plt), is named by the FDE of the module's .eh_frame around its address, as ours is
+# (module+0x<FDE start>); perf prints the file offset there, turned into the ELF address through the program
+# headers (they differ in a non-PIE executable: python3.11 is linked at 0x400000). Kernel frames (perf's, of
+# root's cpu-clock) are dropped, and so are frames neither side can name ([unknown], [module]).
 cat > compare.py << 'PY'
 import bisect, collections, math, os, re, subprocess, sys
 folded, script, comm = sys.argv[1], sys.argv[2], sys.argv[3]
-TOP, FLOOR, SIGMAS, MIN_SAMPLES, ROWS = 10, 5.0, 4.0, 300, 25
+TOP, FLOOR, SIGMAS, MIN_SAMPLES, ROWS = 10, 5.0, 4.0, 500, 25
 elf = {}
 def module(path):
     if path not in elf:
@@ -180,8 +195,9 @@ for block in open(script).read().split('\n\n'):
     names, leaf = set(), True
     for m in user:
         ip, sym, dso = int(m.group(1), 16), m.group(2), m.group(3)
-        if sym == '[unknown]':
-            # a caller's address is its return address: the call is the byte before it
+        if sym == '[unknown]' or sym.endswith('@plt'):
+            # a caller's address is its return address: the call is the byte before it. A PLT stub has no
+            # symbol: perf makes one from the relocations (memcmp@plt), ours is the .plt's FDE
             name = fde_name(dso, ip if leaf else ip - 1) if dso.startswith('/') else None
         else:
             name = re.sub(r'@.*', '', sym)
@@ -215,34 +231,31 @@ if bad:
 print(f'ok: {comm}: {len(compared)} functions (perf\'s top {TOP} and all at {FLOOR:g} % or more) within tolerance')
 PY
 
-# record NAME COMM: ours_cmd under selfperf record, then perf_cmd under perf record on the event our file
-# says was opened; compares COMM's samples.
+# record NAME COMM COMMAND...: selfperf record runs perf record, which runs COMMAND; compares COMM's samples.
 record() {
-  local name=$1 comm=$2 event
-  "$selfperf" record -q -o "$name.ours.data" -F 999 -e cpu-clock "${ours_graph[@]}" -- "${ours_cmd[@]}" \
-    > /dev/null 2> "$name.ours.err" || { cat "$name.ours.err"; fail "$name: selfperf record failed"; }
-  # (perf evlist prints the name our file gives, "cpu-clock", either way: the attribute says which it was)
-  event=$(perf evlist -v -i "$name.ours.data" 2> /dev/null | head -1)
-  [[ $event == cpu-clock:* ]] || fail "$name: perf evlist -v reads '$event' from our file"
-  if [[ $event == *"exclude_kernel: 1"* ]]; then event=cpu-clock:u; else event=cpu-clock; fi
-  perf record -q -e "$event" -F 999 --call-graph dwarf,16384 -o "$name.perf.data" -- "${perf_cmd[@]}" \
-    > /dev/null 2> "$name.perf.err" ||
-    { cat "$name.perf.err"; skip "perf record --call-graph dwarf cannot record here (perf_event_mlock_kb?)"; }
+  local name=$1 comm=$2 ours perf
+  shift 2
+  "$selfperf" record -q -o "$name.ours.data" -F 999 -e cpu-clock "${ours_graph[@]}" -- \
+    perf record -q -e cpu-clock -F 999 --call-graph dwarf,16384 -o "$name.perf.data" -- "$@" \
+    > /dev/null 2> "$name.err" || { cat "$name.err"; fail "$name: selfperf record of perf record failed"; }
+  [[ -s $name.perf.data ]] ||
+    { cat "$name.err"; skip "perf record --call-graph dwarf cannot record here (perf_event_mlock_kb?)"; }
   perf script -i "$name.perf.data" -F comm,ip,sym,dso --no-inline > "$name.perf.txt" 2> /dev/null ||
     fail "$name: perf script cannot read $name.perf.data"
-  echo "$name, on $event:"
+  # The same event: perf opens cpu-clock:u by itself where the kernel may not be counted, and so must we
+  # (perf evlist prints the name each file gives: the attribute says which it was).
+  ours=$(perf evlist -v -i "$name.ours.data" 2> /dev/null | grep -o 'exclude_kernel: 1' || true)
+  perf=$(perf evlist -v -i "$name.perf.data" 2> /dev/null | grep -o 'exclude_kernel: 1' || true)
+  [[ $ours == "$perf" ]] ||
+    fail "$name: one run, two events: ours '${ours:-exclude_kernel: 0}', perf's '${perf:-exclude_kernel: 0}'"
+  echo "$name, on cpu-clock${perf:+:u}:"
   "$python" compare.py "$name.ours.data.folded" "$name.perf.txt" "$comm"
 }
 
 status=0
-ours_cmd=("$python" work.py) perf_cmd=("$python" work.py)
-record python python3 || status=1
-ours_cmd=("$gzip" -6 -c in.txt) perf_cmd=("$gzip" -6 -c in.txt)
-record gzip gzip || status=1
-ours_cmd=(g++ -O2 -c unit.cpp -o unit.o) perf_cmd=("${cc1plus[@]}")
-record g++ cc1plus || status=1
-echo "  (our g++ tree, samples: $(awk -F';' '{ split($NF, c, " "); n[$1] += c[length(c)] }
-  END { for (p in n) printf "%s %d, ", p, n[p] }' g++.ours.data.folded | sed 's/, $//'))"
+record python python3 "$python" work.py || status=1
+record gzip gzip "$gzip" -6 -c in.txt || status=1
+record cc1plus cc1plus "${cc1plus[@]}" || status=1
 [[ $status -eq 0 ]] || exit 1
 
 # The comparison tells broken unwinding apart: frame pointers, which these binaries do not keep.
