@@ -181,7 +181,8 @@ TEST_CASE("a profile's event says whether kernel time was sampled, as the sample
     CHECK(kernel == (event == "cpu-clock" && detail::kernel_counting_allowed()));
     // 500 Hz of the CPU time the event counts, with room for the rate's ramp-up and the tick's granularity.
     const double user = cpu.first * 500, system = cpu.second * 500;
-    INFO("samples " << samples << ", user time " << user << " and system time " << system << " samples' worth");
+    INFO("samples " << samples << ", user time " << user << " and system time " << system
+                    << " samples' worth");
     if (kernel) CHECK(static_cast<double>(samples) > 0.5 * (user + system));
     else CHECK(static_cast<double>(samples) < user + 0.5 * system);
   }
