@@ -158,7 +158,8 @@ TEST_CASE("a Profiler writes perf.data, folded stacks and an SVG of what ran") {
 // say whether kernel time was. cpu-clock as root counts it (the samples are the system calls' user stacks); it
 // used to be written as cpu-clock:u whatever was opened, so profiles of root and nobody differed unsaid.
 TEST_CASE("a profile's event says whether kernel time was sampled, as the samples show") {
-  for (const std::string event : {"cpu-clock", "cpu-clock:u"}) {
+  for (const char* name : {"cpu-clock", "cpu-clock:u"}) {
+    const std::string event = name;
     CAPTURE(event);
     test::TempDir dir;
     ProfileOptions options;
