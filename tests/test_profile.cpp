@@ -3,6 +3,8 @@
 // check_profile_preload.sh.)
 #include <doctest.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "events/perf_syscall.hpp"
 #include "sampling/fork_guard.hpp"
 #include "perf_data_test_util.hpp"
 #include "selfperf/error.hpp"
@@ -50,6 +53,26 @@ volatile std::uint64_t sink;
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 200);
   sink = x;
+}
+
+double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; }
+
+// CPU spent in the kernel: reads from /dev/zero (each 1 MiB is cleared there) until this thread has 400 ms
+// of system time, then 200 ms in user space. Returns the thread's user and system seconds.
+[[gnu::noinline]] std::pair<double, double> spin_in_kernel() {
+  static char buffer[1 << 20];
+  const int fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  rusage start{}, now{};
+  ::getrusage(RUSAGE_THREAD, &start);
+  do {
+    for (int i = 0; i < 20; ++i) REQUIRE(::read(fd, buffer, sizeof buffer) > 0);  // a sample may cut it short
+    ::getrusage(RUSAGE_THREAD, &now);
+  } while (seconds(now.ru_stime) - seconds(start.ru_stime) < 0.4);
+  ::close(fd);
+  profiled_spin();
+  ::getrusage(RUSAGE_THREAD, &now);
+  return {seconds(now.ru_utime) - seconds(start.ru_utime), seconds(now.ru_stime) - seconds(start.ru_stime)};
 }
 
 }  // namespace
@@ -129,6 +152,41 @@ TEST_CASE("a Profiler writes perf.data, folded stacks and an SVG of what ran") {
   svg_text << svg.rdbuf();
   CHECK(svg_text.str().find("profiled_spin") != std::string::npos);
   CHECK(svg_text.str().find("</svg>") != std::string::npos);
+}
+
+// perf report, perf script and selfperf record's merge take the file's event for what was sampled: it must
+// say whether kernel time was. cpu-clock as root counts it (the samples are the system calls' user stacks); it
+// used to be written as cpu-clock:u whatever was opened, so profiles of root and nobody differed unsaid.
+TEST_CASE("a profile's event says whether kernel time was sampled, as the samples show") {
+  for (const char* name : {"cpu-clock", "cpu-clock:u"}) {
+    const std::string event = name;
+    CAPTURE(event);
+    test::TempDir dir;
+    ProfileOptions options;
+    options.output = dir / "k.data";
+    options.event = event;
+    options.frequency = 500;
+    options.render = false;
+    std::pair<double, double> cpu;
+    std::uint64_t samples = 0;
+    {
+      Profiler profiler(options);
+      profiler.start();
+      cpu = spin_in_kernel();
+      profiler.stop();
+      samples = profiler.samples_written();
+    }
+    PerfDataReader r(options.output);
+    REQUIRE(r.events().size() == 1);
+    const bool kernel = r.events()[0].attr.exclude_kernel == 0;
+    CHECK(kernel == (event == "cpu-clock" && detail::kernel_counting_allowed()));
+    // 500 Hz of the CPU time the event counts, with room for the rate's ramp-up and the tick's granularity.
+    const double user = cpu.first * 500, system = cpu.second * 500;
+    INFO("samples " << samples << ", user time " << user << " and system time " << system
+                    << " samples' worth");
+    if (kernel) CHECK(static_cast<double>(samples) > 0.5 * (user + system));
+    else CHECK(static_cast<double>(samples) < user + 0.5 * system);
+  }
 }
 
 namespace {

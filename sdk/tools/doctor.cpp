@@ -207,6 +207,7 @@ Check check_perf_data() {
     sampler.stop();
     {
       perf_event_attr attr = selfperf::to_attr(selfperf::parse_event(sampler.event_name()));
+      attr.exclude_kernel = sampler.samples_kernel() ? 0 : 1;
       selfperf::PerfDataWriter writer(path, {selfperf::EventDescription{sampler.event_name(), attr, {}}});
       writer.synthesize_self_mmaps();
       sampler.drain([&](const selfperf::Sample& s) { writer.write_sample(s); });

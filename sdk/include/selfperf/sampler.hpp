@@ -170,6 +170,10 @@ class Sampler {
   bool running() const noexcept;
   int signal_number() const noexcept;         // the signal chosen at start() (0 before)
   const std::string& event_name() const noexcept;
+  // Whether the event counts kernel time too: an event that names no privilege level does where the caller
+  // may (root, CAP_PERFMON, perf_event_paranoid < 2). An overflow in the kernel is delivered, and its stack
+  // unwound, on the return to user space: the sample is the system call's or page fault's user stack.
+  bool samples_kernel() const noexcept;
 
   // Attaches the constructing thread, detaches it on destruction.
   class ThreadAttachment {

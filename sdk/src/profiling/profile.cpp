@@ -180,7 +180,10 @@ void Profiler::start() {
   s.event.attr = to_attr(parse_event(s.event.name));
   s.event.attr.freq = 1;
   s.event.attr.sample_freq = s.options.frequency;
-  s.event.attr.exclude_kernel = 1;  // stacks are unwound in user space
+  // The event as opened: perf report and merges show `cpu-clock:u` only where kernel time was left out (root's
+  // cpu-clock counts it, and its samples carry the user stack of the system call or fault).
+  s.event.attr.exclude_kernel = s.sampler->samples_kernel() ? 0 : 1;
+  s.event.attr.exclude_hv = 1;
   s.event.attr.use_clockid = 1;     // Sample::time is CLOCK_MONOTONIC
   s.event.attr.clockid = CLOCK_MONOTONIC;
   s.run_start_ns = detail::join_profile_run();

@@ -423,5 +423,6 @@ Sampler::Totals Sampler::stop() { return core_->stop(); }
 bool Sampler::running() const noexcept { return core_->started.load() && !core_->stopped.load(); }
 int Sampler::signal_number() const noexcept { return core_->signo.load(); }
 const std::string& Sampler::event_name() const noexcept { return core_->event_name; }
+bool Sampler::samples_kernel() const noexcept { return core_->attr.exclude_kernel == 0; }
 
 }  // namespace selfperf
