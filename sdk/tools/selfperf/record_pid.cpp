@@ -1,12 +1,16 @@
 // selfperf record -p: a ProcessWatcher over the given processes, its records streamed into a PerfDataWriter
 // as they are read (COMM and MMAP2 of what ran before the attach synthesized from /proc first, as perf record
-// does), then the folded stacks and flame graph from the written file, as the command mode draws them.
+// does), then the folded stacks and flame graph from the written file, as the command mode draws them. With
+// --call-graph dwarf, the samples carry user registers and stack copies instead of the kernel's call chains,
+// and each is unwound here (StackCopyUnwinder) before it is written: the file holds call chains either way.
 #include "record_pid.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -15,6 +19,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "merge.hpp"
@@ -25,6 +30,7 @@
 #include "selfperf/sampling_event.hpp"
 #include "selfperf/task_counters.hpp"
 #include "selfperf/task_record.hpp"
+#include "unwinding/unwind_stack_copy.hpp"
 
 namespace selfperf::tool {
 namespace {
@@ -48,6 +54,10 @@ std::string thread_comm(pid_t pid, pid_t tid) {
   return comm;
 }
 
+std::size_t stack_copy_bytes(const RecordPidArgs& a) {
+  return a.stack_copy != 0 ? a.stack_copy : kDefaultStackCopy;
+}
+
 perf_event_attr sampling_attr(const RecordPidArgs& a) {
   unsigned long hz = 999;
   if (!a.frequency.empty()) {
@@ -63,7 +73,28 @@ perf_event_attr sampling_attr(const RecordPidArgs& a) {
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.sample_type |= PERF_SAMPLE_CPU;
+  if (a.call_graph == "dwarf") {
+    // What perf record --call-graph dwarf samples, without the kernel's call chain: user space only, the walk
+    // from the registers finds every frame the chain would have.
+    attr.sample_type &= ~std::uint64_t{PERF_SAMPLE_CALLCHAIN};
+    attr.sample_max_stack = 0;
+    attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.sample_regs_user = detail::stack_copy_regs_mask();
+    attr.sample_stack_user = static_cast<std::uint32_t>(stack_copy_bytes(a));
+  }
   return attr;
+}
+
+// Rings for stack copies: each sample takes the copy plus ~0.3 KiB (registers, header), so a 16-page ring
+// would hold 7 of 8 KiB, and a wakeup at its quarter would come every other sample. 24 samples per ring (64
+// pages, 256 KiB, for 8 KiB copies) leave the reader 24 ms at 999 Hz per thread; more would spend an
+// unprivileged user's locked memory (516 KiB per CPU, then ulimit -l) on a few threads.
+std::size_t ring_pages(const RecordPidArgs& a) {
+  const ProcessWatcherOptions defaults;
+  if (a.call_graph != "dwarf") return defaults.data_pages;
+  const std::size_t page = static_cast<std::size_t>(::getpagesize());
+  const std::size_t want = (24 * (stack_copy_bytes(a) + 512) + page - 1) / page;
+  return std::max(defaults.data_pages, std::bit_ceil(want));
 }
 
 struct Totals {
@@ -77,8 +108,10 @@ struct Totals {
 // Copies one ring record into the file; what the writer has no record for (THROTTLE, …) is left out.
 class RecordCopier {
  public:
-  RecordCopier(PerfDataWriter& writer, const SampleFormat& format, Totals& totals)
-      : writer_(writer), format_(format), totals_(totals) {}
+  // `unwinder`: null where the samples hold the kernel's call chains.
+  RecordCopier(PerfDataWriter& writer, const SampleFormat& format, Totals& totals,
+               detail::StackCopyUnwinder* unwinder)
+      : writer_(writer), format_(format), totals_(totals), unwinder_(unwinder) {}
 
   void operator()(const RecordView& r) {
     switch (r.type()) {
@@ -86,6 +119,7 @@ class RecordCopier {
         SampleRecord rec;
         if (decode_sample(r, format_, rec) != DecodeStatus::ok) return miss();
         Sample s = to_sample(rec, frames_);
+        if (unwinder_ != nullptr) s.frames = unwinder_->unwind(rec, format_.sample_regs_user);
         if (s.frames.empty() && rec.has(PERF_SAMPLE_IP)) {
           frames_[0] = rec.ip;
           s.frames = std::span<const std::uint64_t>(frames_.data(), 1);
@@ -99,6 +133,7 @@ class RecordCopier {
       case PERF_RECORD_COMM: {
         CommRecord c;
         if (decode_comm(r, format_, c) != DecodeStatus::ok) return miss();
+        if (c.exec && unwinder_ != nullptr) unwinder_->maps_changed(static_cast<pid_t>(c.pid));
         writer_.write_comm(static_cast<std::int32_t>(c.pid), static_cast<std::int32_t>(c.tid), std::string(c.comm),
                            c.sample_id.time, c.exec);
         return;
@@ -106,6 +141,7 @@ class RecordCopier {
       case PERF_RECORD_MMAP2: {
         Mmap2Record m;
         if (decode_mmap2(r, format_, m) != DecodeStatus::ok) return miss();
+        if (unwinder_ != nullptr) unwinder_->maps_changed(static_cast<pid_t>(m.pid));
         Mmap2Info info;
         info.pid = static_cast<std::int32_t>(m.pid);
         info.tid = static_cast<std::int32_t>(m.tid);
@@ -148,8 +184,26 @@ class RecordCopier {
   PerfDataWriter& writer_;
   const SampleFormat& format_;
   Totals& totals_;
+  detail::StackCopyUnwinder* unwinder_;
   std::array<std::uint64_t, 1024> frames_{};
 };
+
+// How the stack copies unwound, with the remedy for what fell short.
+void print_unwind_summary(const detail::StackCopyUnwindStats& u, std::uint64_t lost, const RecordPidArgs& a) {
+  std::fprintf(stderr, "  call chains from stack copies: %llu samples unwound fully, %llu partially, %llu to their ip only\n",
+               static_cast<unsigned long long>(u.full), static_cast<unsigned long long>(u.partial),
+               static_cast<unsigned long long>(u.ip_only));
+  if (u.partial > 0) std::fprintf(stderr, "  (why the last partial one stopped: %s)\n", u.last_partial.c_str());
+  if (u.ip_only > 0) std::fprintf(stderr, "  (the last ip-only one: %s)\n", u.last_ip_only.c_str());
+  const std::size_t copy = stack_copy_bytes(a);
+  if (u.partial_beyond_copy > 0 && copy < kMaxStackCopy)
+    std::fprintf(stderr, "  (%llu stopped above the stack copy: copy more, as in --call-graph dwarf,%zu)\n",
+                 static_cast<unsigned long long>(u.partial_beyond_copy), std::min(copy * 2, kMaxStackCopy));
+  if (lost > 0)
+    std::fprintf(stderr, "  (samples with stack copies fill the rings (%zu pages per thread) fast: sample less often "
+                         "(-F) or copy less (--call-graph dwarf,%zu) to lose fewer)\n",
+                 ring_pages(a), std::max<std::size_t>(copy / 2 & ~std::size_t{7}, 8));
+}
 
 std::string pid_list(const std::vector<pid_t>& pids) {
   std::string s;
@@ -173,6 +227,16 @@ bool parse_pid_list(const std::string& text, std::vector<pid_t>& out) {
   return !out.empty();
 }
 
+bool parse_stack_copy_size(const std::string& text, std::size_t& out) {
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end != '\0' || v == 0 ||
+      v % 8 != 0 || v > kMaxStackCopy)
+    return false;
+  out = v;
+  return true;
+}
+
 int record_pids(const RecordPidArgs& a) {
   const bool to_stdout = a.output == "-";
   if (to_stdout && ::isatty(STDOUT_FILENO)) {
@@ -182,14 +246,24 @@ int record_pids(const RecordPidArgs& a) {
   }
   try {
     const std::string event = a.event.empty() ? "cpu-clock" : a.event;
-    ProcessWatcher watcher(sampling_attr(a), event);
+    const bool dwarf = a.call_graph == "dwarf";
+    ProcessWatcher watcher(sampling_attr(a), event, ProcessWatcherOptions{.data_pages = ring_pages(a)});
+    std::optional<detail::StackCopyUnwinder> unwinder;
+    if (dwarf) unwinder.emplace();
     std::vector<std::pair<pid_t, std::vector<pid_t>>> attached;
-    for (pid_t pid : a.pids) attached.emplace_back(pid, watcher.add(pid));
+    for (pid_t pid : a.pids) {
+      attached.emplace_back(pid, watcher.add(pid));
+      if (unwinder) unwinder->add_process(pid);
+    }
 
     PerfDataWriterOptions options;
     options.synthesize_process = false;
     options.cmdline = {"selfperf", "record", "-p", pid_list(a.pids)};
-    PerfDataWriter writer(a.output, {EventDescription{event, watcher.attr(), {}}}, options);
+    // The file's attr says what its samples hold: call chains, never the registers and stack copies sampled.
+    perf_event_attr file_attr = watcher.attr();
+    file_attr.sample_regs_user = 0;
+    file_attr.sample_stack_user = 0;
+    PerfDataWriter writer(a.output, {EventDescription{event, file_attr, {}}}, options);
     // What the processes mapped and were called before the attach; what comes later arrives as records.
     for (const auto& [pid, tids] : attached) {
       const auto p = static_cast<std::int32_t>(pid);
@@ -203,12 +277,15 @@ int record_pids(const RecordPidArgs& a) {
     if (!a.quiet) {
       std::size_t threads = 0;
       for (const auto& at : attached) threads += at.second.size();
-      std::fprintf(stderr, "selfperf record: sampling %zu process%s (%zu threads) with %s; Ctrl-C to stop\n",
-                   attached.size(), attached.size() == 1 ? "" : "es", threads, event.c_str());
+      const std::string chains = dwarf ? ", call chains unwound from " + std::to_string(stack_copy_bytes(a)) +
+                                             "-byte stack copies"
+                                       : "";
+      std::fprintf(stderr, "selfperf record: sampling %zu process%s (%zu threads) with %s%s; Ctrl-C to stop\n",
+                   attached.size(), attached.size() == 1 ? "" : "es", threads, event.c_str(), chains.c_str());
     }
 
     Totals totals;
-    RecordCopier copy(writer, watcher.format(), totals);
+    RecordCopier copy(writer, watcher.format(), totals, unwinder ? &*unwinder : nullptr);
     const auto started = std::chrono::steady_clock::now();
     const auto deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::chrono::duration<double>(a.duration));
@@ -229,6 +306,7 @@ int record_pids(const RecordPidArgs& a) {
       }
       watcher.poll(timeout, std::ref(copy), [&](pid_t pid) {
         if (!a.quiet) std::fprintf(stderr, "selfperf record: process %d exited\n", static_cast<int>(pid));
+        if (unwinder) unwinder->forget(pid);  // its rings are read: no sample of it is left
       });
       writer.write_finished_round();
     }
@@ -248,9 +326,10 @@ int record_pids(const RecordPidArgs& a) {
                    static_cast<unsigned long long>(totals.samples),
                    static_cast<unsigned long long>(stats.total_lost()));
       if (watcher.smaller_rings() > 0)
-        std::fprintf(stderr, "  (locked memory ran out: %zu rings mapped smaller than 16 pages; raise "
+        std::fprintf(stderr, "  (locked memory ran out: %zu rings mapped smaller than %zu pages; raise "
                              "kernel.perf_event_mlock_kb or ulimit -l if samples were lost)\n",
-                     watcher.smaller_rings());
+                     watcher.smaller_rings(), ring_pages(a));
+      if (unwinder) print_unwind_summary(unwinder->stats(), stats.total_lost(), a);
       if (watcher.missed_threads() > 0)
         std::fprintf(stderr, "  %zu new threads not sampled; the last because %s\n", watcher.missed_threads(),
                      watcher.last_miss().c_str());

@@ -1,6 +1,7 @@
 #pragma once
 // selfperf record -p PID[,PID...]: samples running processes (ProcessWatcher) into a perf.data, with its
 // folded stacks and flame graph, until Ctrl-C/SIGTERM, --duration, or every process has exited.
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,13 +15,20 @@ struct RecordPidArgs {
   std::filesystem::path output = "perf.data";
   std::string frequency;   // empty: 999
   std::string event;       // empty: cpu-clock
-  std::string call_graph;  // kernel (default) or fp; dwarf is not done yet
+  std::string call_graph;  // kernel (default) or fp: the kernel's frame-pointer walk; dwarf: stack copies
+  std::size_t stack_copy = 0;  // dwarf: bytes of stack each sample copies; 0: kDefaultStackCopy
   double duration = 0;     // seconds; 0: until interrupted or every process exited
   bool quiet = false;
 };
 
+// perf record's default for --call-graph dwarf, and the most a sample's 16-bit size leaves room for.
+constexpr std::size_t kDefaultStackCopy = 8192;
+constexpr std::size_t kMaxStackCopy = 65528;
+
 // Parses "PID[,PID...]"; false on anything else.
 bool parse_pid_list(const std::string& text, std::vector<pid_t>& out);
+// Parses a stack copy size: a multiple of 8 from 8 to kMaxStackCopy (the kernel copies whole words).
+bool parse_stack_copy_size(const std::string& text, std::size_t& out);
 
 int record_pids(const RecordPidArgs& args);
 

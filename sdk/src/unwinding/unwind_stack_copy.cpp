@@ -1,0 +1,268 @@
+// StackCopyUnwinder: libdwfl's frame walk (dwfl_getthread_frames) over a sample's registers and stack copy,
+// the way perf's unwind-libdw does it, with one Dwfl per process kept across its samples (perf reports the
+// modules again for each sample; re-reading the maps and the CFI per sample would cost more than the walk).
+#include "unwinding/unwind_stack_copy.hpp"
+
+#include <asm/perf_regs.h>
+#include <elfutils/libdwfl.h>
+#include <linux/perf_event.h>
+
+#include <array>
+#include <bit>
+#include <cstring>
+#include <utility>
+
+#include "output/debuginfo_lookup.hpp"
+
+namespace selfperf::detail {
+namespace {
+
+#if defined(__x86_64__)
+// DWARF register n of the x86-64 psABI (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8-r15, then 16: the return
+// address column, rip) is perf register kPerfOfDwarf[n] (perf_regs.h numbers them in another order).
+constexpr std::array<int, 17> kPerfOfDwarf = {
+    PERF_REG_X86_AX, PERF_REG_X86_DX, PERF_REG_X86_CX,  PERF_REG_X86_BX,  PERF_REG_X86_SI,  PERF_REG_X86_DI,
+    PERF_REG_X86_BP, PERF_REG_X86_SP, PERF_REG_X86_R8,  PERF_REG_X86_R9,  PERF_REG_X86_R10, PERF_REG_X86_R11,
+    PERF_REG_X86_R12, PERF_REG_X86_R13, PERF_REG_X86_R14, PERF_REG_X86_R15, PERF_REG_X86_IP};
+constexpr int kPerfPc = PERF_REG_X86_IP;
+constexpr int kPerfSp = PERF_REG_X86_SP;
+#elif defined(__aarch64__)
+// x0-x30 and sp are DWARF 0-31, numbered as perf numbers them; the pc has no DWARF number and is given apart.
+constexpr std::array<int, 32> kPerfOfDwarf = [] {
+  std::array<int, 32> a{};
+  for (int i = 0; i < 32; ++i) a[static_cast<std::size_t>(i)] = i;
+  return a;
+}();
+constexpr int kPerfPc = PERF_REG_ARM64_PC;
+constexpr int kPerfSp = PERF_REG_ARM64_SP;
+#else
+#error "StackCopyUnwinder: no DWARF register table for this architecture (x86-64 and aarch64 have one)"
+#endif
+
+constexpr std::uint64_t bit(int perf_reg) { return std::uint64_t{1} << perf_reg; }
+
+constexpr std::uint64_t kRegsMask = [] {
+  std::uint64_t m = bit(kPerfPc) | bit(kPerfSp);
+  for (int r : kPerfOfDwarf) m |= bit(r);
+  return m;
+}();
+
+// The value of perf register `reg` in a REGS_USER block sampled with `mask` (one word per set bit, lowest
+// bit first); false when the mask lacks it.
+bool perf_register(std::span<const std::uint64_t> regs, std::uint64_t mask, int reg, std::uint64_t& out) {
+  if (!(mask & bit(reg))) return false;
+  const auto index = static_cast<std::size_t>(std::popcount(mask & (bit(reg) - 1)));
+  if (index >= regs.size()) return false;
+  out = regs[index];
+  return true;
+}
+
+char* debuginfo_path = nullptr;  // libdwfl's default search path (.debug, /usr/lib/debug)
+
+const Dwfl_Callbacks kCallbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = find_debuginfo,
+    .section_address = nullptr,
+    .debuginfo_path = &debuginfo_path,
+};
+
+}  // namespace
+
+struct StackCopyUnwinder::Process {
+  explicit Process(pid_t p) : pid(p) {}
+  ~Process() {
+    if (dwfl != nullptr) dwfl_end(dwfl);
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // A new Dwfl from /proc/PID/maps; the old one stays where that fails (a process that exited since).
+  void report();
+
+  pid_t pid;
+  Dwfl* dwfl = nullptr;
+  bool stale = true;
+  std::string error;  // why there is no Dwfl
+
+  // The sample being unwound, for the thread callbacks.
+  pid_t tid = 0;
+  std::array<Dwarf_Word, kPerfOfDwarf.size()> regs{};
+  std::uint64_t pc = 0;
+  std::uint64_t sp = 0;
+  std::span<const std::byte> stack;
+  std::vector<std::uint64_t>* frames = nullptr;
+  std::size_t max_frames = 0;
+  bool read_beyond_copy = false;  // a read above (or below) the stack copy failed
+  bool no_pc = false;             // dwfl_frame_pc failed on a frame
+};
+
+namespace {
+
+using Process = StackCopyUnwinder::Process;
+
+pid_t next_thread(Dwfl*, void* dwfl_arg, void** thread_argp) {
+  if (*thread_argp != nullptr) return 0;  // one thread: the sample's
+  *thread_argp = dwfl_arg;
+  return static_cast<Process*>(dwfl_arg)->tid;
+}
+
+bool get_thread(Dwfl*, pid_t tid, void* dwfl_arg, void** thread_argp) {
+  if (tid != static_cast<Process*>(dwfl_arg)->tid) return false;
+  *thread_argp = dwfl_arg;
+  return true;
+}
+
+// The stack copy is the whole memory the walk sees: the thread has run on since, so anything else read from
+// the live process would belong to a later moment. CFI comes from the ELF files, which libdwfl reads itself.
+bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* dwfl_arg) {
+  auto* p = static_cast<Process*>(dwfl_arg);
+  if (addr < p->sp || p->stack.size() < sizeof *result || addr - p->sp > p->stack.size() - sizeof *result) {
+    p->read_beyond_copy = true;
+    return false;
+  }
+  std::memcpy(result, p->stack.data() + (addr - p->sp), sizeof *result);
+  return true;
+}
+
+bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
+  auto* p = static_cast<Process*>(thread_arg);
+  if (!dwfl_thread_state_registers(thread, 0, static_cast<unsigned>(p->regs.size()), p->regs.data()))
+    return false;
+  dwfl_thread_state_register_pc(thread, p->pc);
+  return true;
+}
+
+const Dwfl_Thread_Callbacks kThreadCallbacks = {
+    .next_thread = next_thread,
+    .get_thread = get_thread,
+    .memory_read = memory_read,
+    .set_initial_registers = set_initial_registers,
+    .detach = nullptr,
+    .thread_detach = nullptr,
+};
+
+int on_frame(Dwfl_Frame* frame, void* arg) {
+  auto* p = static_cast<Process*>(arg);
+  Dwarf_Addr pc = 0;
+  bool activation = false;
+  if (!dwfl_frame_pc(frame, &pc, &activation)) {
+    p->no_pc = true;
+    return DWARF_CB_ABORT;
+  }
+  // As the kernel's call chains: a caller's frame is its return address (the symbolizers step back a byte).
+  p->frames->push_back(pc);
+  return p->frames->size() < p->max_frames ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+}  // namespace
+
+void StackCopyUnwinder::Process::report() {
+  stale = false;
+  Dwfl* fresh = dwfl_begin(&kCallbacks);
+  if (fresh == nullptr) {
+    error = std::string("libdwfl could not start: ") + dwfl_errmsg(-1);
+    return;
+  }
+  dwfl_report_begin(fresh);
+  const int rc = dwfl_linux_proc_report(fresh, pid);
+  dwfl_report_end(fresh, nullptr, nullptr);
+  if (rc != 0) {
+    error = "cannot read /proc/" + std::to_string(pid) + "/maps (" +
+            (rc > 0 ? std::strerror(rc) : std::string(dwfl_errmsg(-1))) + ")";
+    dwfl_end(fresh);
+    return;
+  }
+  // No ELF given: libdwfl takes the machine from the process's modules (a 32-bit process gets i386's rules).
+  if (!dwfl_attach_state(fresh, nullptr, pid, &kThreadCallbacks, this)) {
+    error = std::string("libdwfl cannot unwind process ") + std::to_string(pid) + ": " + dwfl_errmsg(-1);
+    dwfl_end(fresh);
+    return;
+  }
+  if (dwfl != nullptr) dwfl_end(dwfl);
+  dwfl = fresh;
+  error.clear();
+}
+
+std::uint64_t stack_copy_regs_mask() noexcept { return kRegsMask; }
+
+StackCopyUnwinder::StackCopyUnwinder(std::size_t max_frames) : max_frames_(max_frames < 1 ? 1 : max_frames) {
+  frames_.reserve(max_frames_);
+}
+
+StackCopyUnwinder::~StackCopyUnwinder() = default;
+
+StackCopyUnwinder::Process* StackCopyUnwinder::process(pid_t pid) {
+  auto& slot = processes_[pid];
+  if (!slot) slot = std::make_unique<Process>(pid);
+  if (slot->dwfl == nullptr && slot->stale) slot->report();
+  return slot.get();
+}
+
+void StackCopyUnwinder::add_process(pid_t pid) { process(pid); }
+
+void StackCopyUnwinder::maps_changed(pid_t pid) {
+  if (auto it = processes_.find(pid); it != processes_.end()) it->second->stale = true;
+}
+
+void StackCopyUnwinder::forget(pid_t pid) { processes_.erase(pid); }
+
+std::span<const std::uint64_t> StackCopyUnwinder::ip_only(const SampleRecord& sample, std::string why) {
+  frames_.clear();
+  if (sample.has(PERF_SAMPLE_IP)) frames_.push_back(sample.ip);
+  ++stats_.ip_only;
+  stats_.last_ip_only = std::move(why);
+  return frames_;
+}
+
+std::span<const std::uint64_t> StackCopyUnwinder::unwind(const SampleRecord& sample, std::uint64_t regs_mask) {
+  if (sample.regs_user_abi == PERF_SAMPLE_REGS_ABI_NONE || sample.regs_user.empty())
+    return ip_only(sample, "the sample has no user registers");
+  if (sample.regs_user_abi != PERF_SAMPLE_REGS_ABI_64)
+    return ip_only(sample, "a 32-bit process (only 64-bit ones are unwound from stack copies)");
+  Process* p = process(static_cast<pid_t>(sample.pid));
+  if (!perf_register(sample.regs_user, regs_mask, kPerfPc, p->pc) ||
+      !perf_register(sample.regs_user, regs_mask, kPerfSp, p->sp))
+    return ip_only(sample, "the sampled registers lack the pc or the sp");
+  for (std::size_t i = 0; i < kPerfOfDwarf.size(); ++i)
+    if (!perf_register(sample.regs_user, regs_mask, kPerfOfDwarf[i], p->regs[i])) p->regs[i] = 0;
+  p->tid = static_cast<pid_t>(sample.tid);
+  p->stack = sample.stack_user.first(std::min<std::size_t>(sample.stack_user.size(), sample.stack_user_dyn_size));
+  p->frames = &frames_;
+  p->max_frames = max_frames_;
+
+  // A stale Dwfl (the process mapped code since) is re-read only when the walk fails with it: a library
+  // loaded later is rarely on the stack, and reading the maps and the CFI again costs more than many walks.
+  int rc = -1;
+  for (bool retried = false;; retried = true) {
+    frames_.clear();
+    p->read_beyond_copy = false;
+    p->no_pc = false;
+    if (p->dwfl == nullptr) break;
+    rc = dwfl_getthread_frames(p->dwfl, p->tid, on_frame, p);
+    if ((rc == 0 && !p->read_beyond_copy) || retried || !p->stale) break;
+    p->report();
+  }
+  if (p->dwfl == nullptr) return ip_only(sample, p->error);
+  // libdwfl takes a register it could not read for an undefined one, and an undefined return address for
+  // the outermost frame: a walk that ran off the copy ends "cleanly" (rc 0), so a failed read is what tells.
+  if (rc == 0 && !p->read_beyond_copy) {
+    ++stats_.full;
+    return frames_;
+  }
+  std::string why;
+  if (p->no_pc)
+    why = "a frame without a pc";
+  else if (rc == DWARF_CB_ABORT)
+    why = "more than " + std::to_string(max_frames_) + " frames";
+  else if (p->read_beyond_copy)
+    why = "a frame lies beyond the " + std::to_string(p->stack.size()) + "-byte stack copy";
+  else
+    why = dwfl_errmsg(-1);
+  if (frames_.size() < 2) return ip_only(sample, std::move(why));
+  ++stats_.partial;
+  if (p->read_beyond_copy) ++stats_.partial_beyond_copy;
+  stats_.last_partial = std::move(why);
+  return frames_;
+}
+
+}  // namespace selfperf::detail

@@ -1,0 +1,171 @@
+// StackCopyUnwinder on this process's own samples (user registers and stack copies, as selfperf record -p
+// --call-graph dwarf takes them from another process): the frames name the callers; what cannot be unwound
+// keeps its ip and is counted with the reason.
+#include <doctest.h>
+
+#include <asm/perf_regs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "selfperf/sampling_event.hpp"
+#include "selfperf/symbolizer.hpp"
+#include "test_support.hpp"
+#include "unwinding/unwind_stack_copy.hpp"
+
+using namespace selfperf;
+
+namespace {
+
+volatile std::uint64_t spin_sink;
+
+[[gnu::noipa]] void stack_copy_leaf() {
+  std::uint64_t x = 1;
+  for (int i = 0; i < 200000; ++i) x = x * 6364136223846793005ULL + 1;
+  spin_sink = x;
+}
+[[gnu::noipa]] void stack_copy_caller() {
+  stack_copy_leaf();
+  spin_sink = spin_sink + 1;  // a call, not a jump
+}
+[[gnu::noipa]] void stack_copy_outer(std::uint64_t ns) {
+  const std::uint64_t start = test::thread_cpu_ns();
+  while (test::thread_cpu_ns() - start < ns) stack_copy_caller();
+}
+
+// A sample as the kernel writes it, with the bytes its spans point into.
+struct OwnedSample {
+  SampleRecord record;
+  std::vector<std::uint64_t> regs;
+  std::vector<std::byte> stack;
+};
+
+// Samples of this thread running stack_copy_outer, with registers and 16 KiB stack copies.
+std::vector<OwnedSample> sample_own_stack(std::uint64_t& regs_mask) {
+  CallchainSamplingOptions options;
+  options.period = 1000000;  // ns of task-clock: ~30 samples, which the ring holds until they are read
+  options.kernel_frames = KernelFrames::exclude;
+  perf_event_attr attr = callchain_sampling_attr(parse_event("task-clock:u"), options);
+  attr.sample_type &= ~std::uint64_t{PERF_SAMPLE_CALLCHAIN};
+  attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  attr.sample_regs_user = detail::stack_copy_regs_mask();
+  // Deep enough for the frames from here up to _start (doctest's own take a few KiB).
+  attr.sample_stack_user = 16384;
+  regs_mask = attr.sample_regs_user;
+  SamplingEvent event(attr, "task-clock:u", 0, 128);
+  event.enable();
+  stack_copy_outer(30'000'000);
+  event.disable();
+  std::vector<OwnedSample> out;
+  event.read_samples([&](const SampleRecord& s) {
+    OwnedSample o{s, {s.regs_user.begin(), s.regs_user.end()}, {s.stack_user.begin(), s.stack_user.end()}};
+    o.record.regs_user = o.regs;
+    o.record.stack_user = o.stack;
+    out.push_back(std::move(o));
+  });
+  CHECK(event.undecodable() == 0);
+  return out;
+}
+
+bool calls(const std::vector<std::string>& names, std::initializer_list<const char*> leaf_first) {
+  auto it = names.begin();
+  for (const char* want : leaf_first) {
+    it = std::find_if(it, names.end(), [&](const std::string& n) { return n.find(want) != std::string::npos; });
+    if (it == names.end()) return false;
+    ++it;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("stack copies of this thread unwind to their callers, to the outermost frame") {
+  std::uint64_t mask = 0;
+  std::vector<OwnedSample> samples = sample_own_stack(mask);
+  REQUIRE(samples.size() > 10);
+  detail::StackCopyUnwinder unwinder;
+  unwinder.add_process(::getpid());
+  Symbolizer symbols;
+  std::size_t in_leaf = 0, with_callers = 0;
+  for (const auto& s : samples) {
+    CHECK(s.record.stack_user_dyn_size > 0);
+    const auto frames = unwinder.unwind(s.record, mask);
+    REQUIRE(!frames.empty());
+    CHECK(frames[0] == s.record.ip);
+    const auto names = symbols.stack_names(frames);
+    if (names[0].find("stack_copy_leaf") == std::string::npos) continue;
+    ++in_leaf;
+    if (calls(names, {"stack_copy_leaf", "stack_copy_caller", "stack_copy_outer", "main"})) ++with_callers;
+  }
+  const auto& stats = unwinder.stats();
+  MESSAGE(samples.size() << " samples, " << in_leaf << " in the leaf, " << with_callers << " with its callers; "
+                         << stats.full << " full, " << stats.partial << " partial (" << stats.last_partial << "), "
+                         << stats.ip_only << " ip only (" << stats.last_ip_only << ")");
+  REQUIRE(in_leaf > 0);
+  CHECK(with_callers == in_leaf);
+  CHECK(stats.full + stats.partial + stats.ip_only == samples.size());
+  CHECK(stats.full * 10 >= samples.size() * 9);
+}
+
+TEST_CASE("a sample that cannot be unwound keeps its ip, and is counted with the reason") {
+  std::uint64_t mask = 0;
+  std::vector<OwnedSample> samples = sample_own_stack(mask);
+  REQUIRE(!samples.empty());
+  const SampleRecord real = samples.back().record;
+  detail::StackCopyUnwinder unwinder;
+
+  SUBCASE("no registers (a kernel thread's sample)") {
+    SampleRecord s = real;
+    s.regs_user_abi = PERF_SAMPLE_REGS_ABI_NONE;
+    s.regs_user = {};
+    const auto frames = unwinder.unwind(s, mask);
+    REQUIRE(frames.size() == 1);
+    CHECK(frames[0] == real.ip);
+    CHECK(unwinder.stats().ip_only == 1);
+    CHECK(unwinder.stats().last_ip_only.find("no user registers") != std::string::npos);
+  }
+  SUBCASE("registers sampled without the sp") {
+#if defined(__x86_64__)
+    const std::uint64_t sp = std::uint64_t{1} << PERF_REG_X86_SP;
+#elif defined(__aarch64__)
+    const std::uint64_t sp = std::uint64_t{1} << PERF_REG_ARM64_SP;
+#endif
+    const auto frames = unwinder.unwind(real, mask & ~sp);
+    REQUIRE(frames.size() == 1);
+    CHECK(frames[0] == real.ip);
+    CHECK(unwinder.stats().last_ip_only.find("lack the pc or the sp") != std::string::npos);
+  }
+  SUBCASE("a stack copy too short for the callers") {
+    SampleRecord s = real;
+    s.stack_user_dyn_size = 0;
+    const auto frames = unwinder.unwind(s, mask);
+    CHECK(!frames.empty());
+    CHECK(frames[0] == real.ip);
+    CHECK(unwinder.stats().full == 0);
+    const std::string why = unwinder.stats().ip_only ? unwinder.stats().last_ip_only : unwinder.stats().last_partial;
+    CHECK(why.find("beyond the 0-byte stack copy") != std::string::npos);
+    // The same sample with its whole copy: unwound fully.
+    CHECK(unwinder.unwind(real, mask).size() > frames.size());
+    CHECK_MESSAGE(unwinder.stats().full == 1, unwinder.stats().last_partial, unwinder.stats().last_ip_only);
+  }
+  SUBCASE("a process that is gone: its ip, and the reason names its maps") {
+    const pid_t gone = 0x3fffffff;  // above PID_MAX_LIMIT: no process has it
+    SampleRecord s = real;
+    s.pid = static_cast<std::uint32_t>(gone);
+    const auto frames = unwinder.unwind(s, mask);
+    REQUIRE(frames.size() == 1);
+    CHECK(unwinder.stats().last_ip_only.find("/proc/" + std::to_string(gone) + "/maps") != std::string::npos);
+  }
+}
+
+TEST_CASE("the registers sampled include the pc and the stack pointer's") {
+  const std::uint64_t mask = detail::stack_copy_regs_mask();
+#if defined(__x86_64__)
+  CHECK(mask == 0xff01ffULL);  // ax..ip (0-8) and r8-r15 (16-23): no flags nor segment registers
+#elif defined(__aarch64__)
+  CHECK(mask == (std::uint64_t{1} << 33) - 1);  // x0-x30, sp, pc
+#endif
+}
