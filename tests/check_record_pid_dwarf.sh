@@ -10,24 +10,7 @@ set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 selfperf="$build/bin/selfperf"
 target="$build/tests/record_pid_nofp_target"
-[[ -x $selfperf && -x $target ]] || { echo "FAIL: build selfperf_cli and record_pid_nofp_target first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-command -v perf >/dev/null 2>&1 || { echo "skipped: perf absent (linux-perf), nothing to check the file with"; exit 77; }
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
-
-# Polls (no fixed sleep) until the command succeeds; fails after ~60 s.
-wait_for() {  # description command...
-  local what=$1; shift
-  for _ in $(seq 1 6000); do "$@" && return 0; read -t 0.01 <> <(:) || true; done
-  fail "timed out waiting for $what"
-}
+source "${2:?source dir}/tests/record_pid_helpers.sh"
 two_threads() { (( $(ls "/proc/$1/task" 2>/dev/null | wc -l) >= 2 )); }
 
 # The caller chains of nofp_hot_leaf in a .folded file, each from its thread's entry (main, nofp_thread_main)

@@ -21,6 +21,7 @@
 #include "options.hpp"
 #include "merge.hpp"
 #include "record_pid.hpp"
+#include "record_pid_dwarf.hpp"
 #include "record_summary.hpp"
 #include "selfperf/error.hpp"
 
@@ -51,7 +52,8 @@ constexpr const char* kUsage =
     "            loses callers in code built without frame pointers. --call-graph dwarf[,SIZE]: each sample\n"
     "            copies the thread's user registers and SIZE bytes of its stack (default 8192, at most 65528),\n"
     "            unwound here with the program's DWARF CFI, as perf record --call-graph dwarf; no frame\n"
-    "            pointers needed, bigger samples (rings of 64 pages per thread for 8192)\n"
+    "            pointers needed, bigger samples (rings of 64 pages per thread for 8192, fewer where an\n"
+    "            unprivileged user's locked memory would not hold them)\n"
     "  --duration SECONDS  with -p: stop after this long\n";
 
 struct RecordArgs {

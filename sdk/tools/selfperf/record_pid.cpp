@@ -9,8 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -30,7 +28,7 @@
 #include "selfperf/sampling_event.hpp"
 #include "selfperf/task_counters.hpp"
 #include "selfperf/task_record.hpp"
-#include "unwinding/unwind_stack_copy.hpp"
+#include "record_pid_dwarf.hpp"
 
 namespace selfperf::tool {
 namespace {
@@ -73,28 +71,8 @@ perf_event_attr sampling_attr(const RecordPidArgs& a) {
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.sample_type |= PERF_SAMPLE_CPU;
-  if (a.call_graph == "dwarf") {
-    // What perf record --call-graph dwarf samples, without the kernel's call chain: user space only, the walk
-    // from the registers finds every frame the chain would have.
-    attr.sample_type &= ~std::uint64_t{PERF_SAMPLE_CALLCHAIN};
-    attr.sample_max_stack = 0;
-    attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-    attr.sample_regs_user = detail::stack_copy_regs_mask();
-    attr.sample_stack_user = static_cast<std::uint32_t>(stack_copy_bytes(a));
-  }
+  if (a.call_graph == "dwarf") sample_stack_copies(attr, stack_copy_bytes(a));
   return attr;
-}
-
-// Rings for stack copies: each sample takes the copy plus ~0.3 KiB (registers, header), so a 16-page ring
-// would hold 7 of 8 KiB, and a wakeup at its quarter would come every other sample. 24 samples per ring (64
-// pages, 256 KiB, for 8 KiB copies) leave the reader 24 ms at 999 Hz per thread; more would spend an
-// unprivileged user's locked memory (516 KiB per CPU, then ulimit -l) on a few threads.
-std::size_t ring_pages(const RecordPidArgs& a) {
-  const ProcessWatcherOptions defaults;
-  if (a.call_graph != "dwarf") return defaults.data_pages;
-  const std::size_t page = static_cast<std::size_t>(::getpagesize());
-  const std::size_t want = (24 * (stack_copy_bytes(a) + 512) + page - 1) / page;
-  return std::max(defaults.data_pages, std::bit_ceil(want));
 }
 
 struct Totals {
@@ -188,21 +166,16 @@ class RecordCopier {
   std::array<std::uint64_t, 1024> frames_{};
 };
 
-// How the stack copies unwound, with the remedy for what fell short.
-void print_unwind_summary(const detail::StackCopyUnwindStats& u, std::uint64_t lost, const RecordPidArgs& a) {
-  std::fprintf(stderr, "  call chains from stack copies: %llu samples unwound fully, %llu partially, %llu to their ip only\n",
-               static_cast<unsigned long long>(u.full), static_cast<unsigned long long>(u.partial),
-               static_cast<unsigned long long>(u.ip_only));
-  if (u.partial > 0) std::fprintf(stderr, "  (why the last partial one stopped: %s)\n", u.last_partial.c_str());
-  if (u.ip_only > 0) std::fprintf(stderr, "  (the last ip-only one: %s)\n", u.last_ip_only.c_str());
-  const std::size_t copy = stack_copy_bytes(a);
-  if (u.partial_beyond_copy > 0 && copy < kMaxStackCopy)
-    std::fprintf(stderr, "  (%llu stopped above the stack copy: copy more, as in --call-graph dwarf,%zu)\n",
-                 static_cast<unsigned long long>(u.partial_beyond_copy), std::min(copy * 2, kMaxStackCopy));
-  if (lost > 0)
-    std::fprintf(stderr, "  (samples with stack copies fill the rings (%zu pages per thread) fast: sample less often "
-                         "(-F) or copy less (--call-graph dwarf,%zu) to lose fewer)\n",
-                 ring_pages(a), std::max<std::size_t>(copy / 2 & ~std::size_t{7}, 8));
+// The threads the processes have now, for sizing their rings (the watcher lists them again as it attaches).
+std::size_t count_threads(const std::vector<pid_t>& pids) {
+  std::size_t n = 0;
+  for (pid_t pid : pids) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec), end; !ec && it != end;
+         it.increment(ec))
+      ++n;
+  }
+  return n;
 }
 
 std::string pid_list(const std::vector<pid_t>& pids) {
@@ -227,16 +200,6 @@ bool parse_pid_list(const std::string& text, std::vector<pid_t>& out) {
   return !out.empty();
 }
 
-bool parse_stack_copy_size(const std::string& text, std::size_t& out) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(text.c_str(), &end, 10);
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end != '\0' || v == 0 ||
-      v % 8 != 0 || v > kMaxStackCopy)
-    return false;
-  out = v;
-  return true;
-}
-
 int record_pids(const RecordPidArgs& a) {
   const bool to_stdout = a.output == "-";
   if (to_stdout && ::isatty(STDOUT_FILENO)) {
@@ -247,7 +210,9 @@ int record_pids(const RecordPidArgs& a) {
   try {
     const std::string event = a.event.empty() ? "cpu-clock" : a.event;
     const bool dwarf = a.call_graph == "dwarf";
-    ProcessWatcher watcher(sampling_attr(a), event, ProcessWatcherOptions{.data_pages = ring_pages(a)});
+    const std::size_t ring_pages =
+        dwarf ? stack_copy_ring_pages(stack_copy_bytes(a), count_threads(a.pids)) : ProcessWatcherOptions{}.data_pages;
+    ProcessWatcher watcher(sampling_attr(a), event, ProcessWatcherOptions{.data_pages = ring_pages});
     std::optional<detail::StackCopyUnwinder> unwinder;
     if (dwarf) unwinder.emplace();
     std::vector<std::pair<pid_t, std::vector<pid_t>>> attached;
@@ -328,8 +293,8 @@ int record_pids(const RecordPidArgs& a) {
       if (watcher.smaller_rings() > 0)
         std::fprintf(stderr, "  (locked memory ran out: %zu rings mapped smaller than %zu pages; raise "
                              "kernel.perf_event_mlock_kb or ulimit -l if samples were lost)\n",
-                     watcher.smaller_rings(), ring_pages(a));
-      if (unwinder) print_unwind_summary(unwinder->stats(), stats.total_lost(), a);
+                     watcher.smaller_rings(), ring_pages);
+      if (unwinder) print_unwind_summary(unwinder->stats(), stats.total_lost(), stack_copy_bytes(a), ring_pages);
       if (watcher.missed_threads() > 0)
         std::fprintf(stderr, "  %zu new threads not sampled; the last because %s\n", watcher.missed_threads(),
                      watcher.last_miss().c_str());

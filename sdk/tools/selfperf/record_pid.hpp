@@ -21,14 +21,8 @@ struct RecordPidArgs {
   bool quiet = false;
 };
 
-// perf record's default for --call-graph dwarf, and the most a sample's 16-bit size leaves room for.
-constexpr std::size_t kDefaultStackCopy = 8192;
-constexpr std::size_t kMaxStackCopy = 65528;
-
 // Parses "PID[,PID...]"; false on anything else.
 bool parse_pid_list(const std::string& text, std::vector<pid_t>& out);
-// Parses a stack copy size: a multiple of 8 from 8 to kMaxStackCopy (the kernel copies whole words).
-bool parse_stack_copy_size(const std::string& text, std::size_t& out);
 
 int record_pids(const RecordPidArgs& args);
 
