@@ -4,6 +4,7 @@
 #include <doctest.h>
 
 #include <asm/perf_regs.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,18 @@ volatile std::uint64_t spin_sink;
   while (test::thread_cpu_ns() - start < ns) stack_copy_caller();
 }
 
+// Code of a library loaded after the unwinder read this process's maps: libcrypt's SHA-512 crypt (libcrypt1
+// is in every Debian; nothing this test links loads it), from dlopen.
+using Crypt = char* (*)(const char*, const char*);
+Crypt crypt_fn = nullptr;
+[[gnu::noipa]] void stack_copy_in_library(std::uint64_t ns) {
+  const std::uint64_t start = test::thread_cpu_ns();
+  while (test::thread_cpu_ns() - start < ns) {
+    const char* hash = crypt_fn("password", "$6$rounds=20000$saltsalt$");
+    spin_sink = hash != nullptr ? static_cast<unsigned char>(hash[0]) : 0;
+  }
+}
+
 // A sample as the kernel writes it, with the bytes its spans point into.
 struct OwnedSample {
   SampleRecord record;
@@ -43,8 +56,8 @@ struct OwnedSample {
   std::vector<std::byte> stack;
 };
 
-// Samples of this thread running stack_copy_outer, with registers and 16 KiB stack copies.
-std::vector<OwnedSample> sample_own_stack(std::uint64_t& regs_mask) {
+// Samples of this thread running `work` (stack_copy_outer by default), with registers and 16 KiB stack copies.
+std::vector<OwnedSample> sample_own_stack(std::uint64_t& regs_mask, void (*work)(std::uint64_t) = stack_copy_outer) {
   CallchainSamplingOptions options;
   options.period = 1000000;  // ns of task-clock: ~30 samples, which the ring holds until they are read
   options.kernel_frames = KernelFrames::exclude;
@@ -57,7 +70,7 @@ std::vector<OwnedSample> sample_own_stack(std::uint64_t& regs_mask) {
   regs_mask = attr.sample_regs_user;
   SamplingEvent event(attr, "task-clock:u", 0, 128);
   event.enable();
-  stack_copy_outer(30'000'000);
+  work(30'000'000);
   event.disable();
   std::vector<OwnedSample> out;
   event.read_samples([&](const SampleRecord& s) {
@@ -139,14 +152,15 @@ TEST_CASE("a sample that cannot be unwound keeps its ip, and is counted with the
     CHECK(unwinder.stats().last_ip_only.find("lack the pc or the sp") != std::string::npos);
   }
   SUBCASE("a stack copy too short for the callers") {
-    SampleRecord s = real;
-    s.stack_user_dyn_size = 0;
+    SampleRecord s = real;  // as if 16 bytes had been asked for, and copied
+    s.stack_user = s.stack_user.first(16);
+    s.stack_user_dyn_size = 16;
     const auto frames = unwinder.unwind(s, mask);
     CHECK(!frames.empty());
     CHECK(frames[0] == real.ip);
     CHECK(unwinder.stats().full == 0);
     const std::string why = unwinder.stats().ip_only ? unwinder.stats().last_ip_only : unwinder.stats().last_partial;
-    CHECK(why.find("beyond the 0-byte stack copy") != std::string::npos);
+    CHECK(why.find("beyond the 16-byte stack copy") != std::string::npos);
     // The same sample with its whole copy: unwound fully.
     CHECK(unwinder.unwind(real, mask).size() > frames.size());
     CHECK_MESSAGE(unwinder.stats().full == 1, unwinder.stats().last_partial, unwinder.stats().last_ip_only);
@@ -159,6 +173,43 @@ TEST_CASE("a sample that cannot be unwound keeps its ip, and is counted with the
     REQUIRE(frames.size() == 1);
     CHECK(unwinder.stats().last_ip_only.find("/proc/" + std::to_string(gone) + "/maps") != std::string::npos);
   }
+}
+
+TEST_CASE("code mapped after the maps were read is unwound once they are read again") {
+  detail::StackCopyUnwinder unwinder;
+  unwinder.add_process(::getpid());  // before the library is loaded
+  void* library = ::dlopen("libcrypt.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    MESSAGE("skipped: no libcrypt.so.1 to load (" << ::dlerror() << ")");
+    return;
+  }
+  crypt_fn = reinterpret_cast<Crypt>(::dlsym(library, "crypt"));
+  REQUIRE(reinterpret_cast<void*>(crypt_fn) != nullptr);
+  std::uint64_t mask = 0;
+  std::vector<OwnedSample> samples = sample_own_stack(mask, stack_copy_in_library);
+  Symbolizer symbols;  // knows the library
+  std::vector<const OwnedSample*> in_library;
+  for (const auto& s : samples)
+    if (symbols.symbolize(s.record.ip).module.find("libcrypt") != std::string::npos) in_library.push_back(&s);
+  MESSAGE(samples.size() << " samples, " << in_library.size() << " in libcrypt");
+  REQUIRE(in_library.size() > 5);
+
+  // With the maps read before the dlopen, a walk from libcrypt has no module to start from: ip only.
+  const auto before = unwinder.unwind(in_library[0]->record, mask);
+  CHECK(before.size() == 1);
+  CHECK(unwinder.stats().ip_only == 1);
+  // Told the maps changed (an MMAP2 record's doing in selfperf record), the walk that fails reads them again.
+  unwinder.maps_changed(::getpid());
+  std::size_t with_caller = 0;
+  for (const OwnedSample* s : in_library) {
+    const auto frames = unwinder.unwind(s->record, mask);
+    if (calls(symbols.stack_names(frames), {"crypt", "stack_copy_in_library", "main"})) ++with_caller;
+  }
+  MESSAGE(with_caller << " of " << in_library.size() << " reach crypt, stack_copy_in_library and main; "
+                      << unwinder.stats().full << " full, last partial: " << unwinder.stats().last_partial
+                      << ", last ip-only: " << unwinder.stats().last_ip_only);
+  CHECK(with_caller * 10 >= in_library.size() * 9);
+  ::dlclose(library);
 }
 
 TEST_CASE("the registers sampled include the pc and the stack pointer's") {

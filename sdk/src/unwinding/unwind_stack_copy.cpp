@@ -1,18 +1,28 @@
 // StackCopyUnwinder: libdwfl's frame walk (dwfl_getthread_frames) over a sample's registers and stack copy,
 // the way perf's unwind-libdw does it, with one Dwfl per process kept across its samples (perf reports the
 // modules again for each sample; re-reading the maps and the CFI per sample would cost more than the walk).
+// The modules are reported as perf reports them, each ELF file at the bias its executable mapping implies,
+// not by dwfl_linux_proc_report, which takes a file's first mapping for its start: a process that maps an
+// ELF file itself (libelf maps the files it reads, rw-p at offset 0, often just below the loaded image)
+// would shift the whole module.
 #include "unwinding/unwind_stack_copy.hpp"
 
 #include <asm/perf_regs.h>
 #include <elfutils/libdwfl.h>
 #include <linux/perf_event.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <array>
 #include <bit>
 #include <cstring>
+#include <set>
 #include <utility>
 
 #include "output/debuginfo_lookup.hpp"
+#include "output/elf_load_bias.hpp"
+#include "selfperf/perf_data_writer.hpp"
 
 namespace selfperf::detail {
 namespace {
@@ -60,11 +70,34 @@ bool perf_register(std::span<const std::uint64_t> regs, std::uint64_t mask, int 
 char* debuginfo_path = nullptr;  // libdwfl's default search path (.debug, /usr/lib/debug)
 
 const Dwfl_Callbacks kCallbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
+    .find_elf = dwfl_build_id_find_elf,
     .find_debuginfo = find_debuginfo,
-    .section_address = nullptr,
+    .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
+
+// The vdso: every 64-bit process of this kernel maps the same image, so this process's own (its auxv's
+// AT_SYSINFO_EHDR, as long as its [vdso] mapping), copied into a memfd, stands for the target's, which
+// /proc/PID/mem would give only with ptrace attach rights. False when it cannot be reported.
+bool report_vdso(Dwfl* dwfl, const Mmap2Info& target) {
+  const auto* image = reinterpret_cast<const char*>(::getauxval(AT_SYSINFO_EHDR));
+  std::size_t size = 0;
+  for (const auto& m : read_self_executable_maps())
+    if (m.filename == "[vdso]") size = m.len;
+  if (image == nullptr || size == 0) return false;
+  const int fd = ::memfd_create("selfperf-vdso", MFD_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, image, size) == static_cast<ssize_t>(size);
+  std::optional<std::uint64_t> bias;
+  if (Elf* elf = ok ? elf_begin(fd, ELF_C_READ, nullptr) : nullptr) {
+    bias = elf_load_bias(elf, target.start, target.pgoff);
+    elf_end(elf);
+  }
+  // On success libdwfl owns the descriptor.
+  ok = bias && dwfl_report_elf(dwfl, "[vdso]", "[vdso]", fd, *bias, false) != nullptr;
+  if (!ok) ::close(fd);
+  return ok;
+}
 
 }  // namespace
 
@@ -90,9 +123,11 @@ struct StackCopyUnwinder::Process {
   std::uint64_t pc = 0;
   std::uint64_t sp = 0;
   std::span<const std::byte> stack;
+  bool copy_full = false;  // the kernel copied all it was asked to: the stack may go on above the copy
   std::vector<std::uint64_t>* frames = nullptr;
   std::size_t max_frames = 0;
-  bool read_beyond_copy = false;  // a read above (or below) the stack copy failed
+  bool read_beyond_copy = false;  // a read just above a full copy failed: the stack is deeper than the copy
+  bool read_outside = false;      // another read failed (below sp, far away: a frame the CFI does not cover)
   bool no_pc = false;             // dwfl_frame_pc failed on a frame
 };
 
@@ -117,7 +152,9 @@ bool get_thread(Dwfl*, pid_t tid, void* dwfl_arg, void** thread_argp) {
 bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* dwfl_arg) {
   auto* p = static_cast<Process*>(dwfl_arg);
   if (addr < p->sp || p->stack.size() < sizeof *result || addr - p->sp > p->stack.size() - sizeof *result) {
-    p->read_beyond_copy = true;
+    // Within a copy's length above the copy: where a deeper stack's frames would be.
+    const bool above = addr >= p->sp && addr - p->sp < 2 * p->stack.size() + 4096;
+    (p->copy_full && above ? p->read_beyond_copy : p->read_outside) = true;
     return false;
   }
   std::memcpy(result, p->stack.data() + (addr - p->sp), sizeof *result);
@@ -158,20 +195,28 @@ int on_frame(Dwfl_Frame* frame, void* arg) {
 
 void StackCopyUnwinder::Process::report() {
   stale = false;
+  const std::vector<Mmap2Info> maps = read_executable_maps(pid);
+  if (maps.empty()) {
+    error = "cannot read the mappings of process " + std::to_string(pid) + " in /proc/" + std::to_string(pid) +
+            "/maps (it exited)";
+    return;
+  }
   Dwfl* fresh = dwfl_begin(&kCallbacks);
   if (fresh == nullptr) {
     error = std::string("libdwfl could not start: ") + dwfl_errmsg(-1);
     return;
   }
   dwfl_report_begin(fresh);
-  const int rc = dwfl_linux_proc_report(fresh, pid);
-  dwfl_report_end(fresh, nullptr, nullptr);
-  if (rc != 0) {
-    error = "cannot read /proc/" + std::to_string(pid) + "/maps (" +
-            (rc > 0 ? std::strerror(rc) : std::string(dwfl_errmsg(-1))) + ")";
-    dwfl_end(fresh);
-    return;
+  std::set<std::string> reported;
+  for (const auto& m : maps) {
+    if (!reported.insert(m.filename).second) continue;  // the file's first executable mapping places it
+    if (m.filename == "[vdso]") {
+      report_vdso(fresh, m);
+    } else if (auto bias = elf_load_bias(m)) {
+      dwfl_report_elf(fresh, m.filename.c_str(), m.filename.c_str(), -1, *bias, false);
+    }
   }
+  dwfl_report_end(fresh, nullptr, nullptr);
   // No ELF given: libdwfl takes the machine from the process's modules (a 32-bit process gets i386's rules).
   if (!dwfl_attach_state(fresh, nullptr, pid, &kThreadCallbacks, this)) {
     error = std::string("libdwfl cannot unwind process ") + std::to_string(pid) + ": " + dwfl_errmsg(-1);
@@ -227,6 +272,7 @@ std::span<const std::uint64_t> StackCopyUnwinder::unwind(const SampleRecord& sam
     if (!perf_register(sample.regs_user, regs_mask, kPerfOfDwarf[i], p->regs[i])) p->regs[i] = 0;
   p->tid = static_cast<pid_t>(sample.tid);
   p->stack = sample.stack_user.first(std::min<std::size_t>(sample.stack_user.size(), sample.stack_user_dyn_size));
+  p->copy_full = p->stack.size() == sample.stack_user.size();
   p->frames = &frames_;
   p->max_frames = max_frames_;
 
@@ -236,16 +282,17 @@ std::span<const std::uint64_t> StackCopyUnwinder::unwind(const SampleRecord& sam
   for (bool retried = false;; retried = true) {
     frames_.clear();
     p->read_beyond_copy = false;
+    p->read_outside = false;
     p->no_pc = false;
     if (p->dwfl == nullptr) break;
     rc = dwfl_getthread_frames(p->dwfl, p->tid, on_frame, p);
-    if ((rc == 0 && !p->read_beyond_copy) || retried || !p->stale) break;
+    if ((rc == 0 && !p->read_beyond_copy && !p->read_outside) || retried || !p->stale) break;
     p->report();
   }
   if (p->dwfl == nullptr) return ip_only(sample, p->error);
   // libdwfl takes a register it could not read for an undefined one, and an undefined return address for
   // the outermost frame: a walk that ran off the copy ends "cleanly" (rc 0), so a failed read is what tells.
-  if (rc == 0 && !p->read_beyond_copy) {
+  if (rc == 0 && !p->read_beyond_copy && !p->read_outside) {
     ++stats_.full;
     return frames_;
   }
@@ -256,6 +303,9 @@ std::span<const std::uint64_t> StackCopyUnwinder::unwind(const SampleRecord& sam
     why = "more than " + std::to_string(max_frames_) + " frames";
   else if (p->read_beyond_copy)
     why = "a frame lies beyond the " + std::to_string(p->stack.size()) + "-byte stack copy";
+  else if (p->read_outside)
+    why = "a read outside the stack copy (" + std::to_string(p->stack.size()) +
+          " bytes from sp): a frame its CFI does not cover, or a corrupt stack";
   else
     why = dwfl_errmsg(-1);
   if (frames_.size() < 2) return ip_only(sample, std::move(why));
