@@ -36,19 +36,19 @@ main_chains() { awk '$1 >= 5 { print $2 }' "$1" | sort | tr '\n' ' '; }
 tpid=$!; pids+=("$tpid")
 wait_for "the target's second thread" two_threads "$tpid"
 "$selfperf" record -p "$tpid" --call-graph dwarf --duration 1.5 -o dwarf.data 2> dwarf.err ||
-  { cat dwarf.err; fail "selfperf record -p --call-graph dwarf exited $?"; }
+  { rc=$?; cat dwarf.err; fail "selfperf record -p --call-graph dwarf exited $rc"; }
 cat dwarf.err
 "$selfperf" record -p "$tpid" --call-graph kernel --duration 1.5 -o kernel.data 2> kernel.err ||
-  { cat kernel.err; fail "selfperf record -p --call-graph kernel exited $?"; }
+  { rc=$?; cat kernel.err; fail "selfperf record -p --call-graph kernel exited $rc"; }
 # Copies of 256 bytes hold a few frames above the leaf, not the path up to the thread's entry.
 "$selfperf" record -p "$tpid" --call-graph dwarf,256 --duration 0.5 -o short.data 2> short.err ||
-  { cat short.err; fail "selfperf record -p --call-graph dwarf,256 exited $?"; }
+  { rc=$?; cat short.err; fail "selfperf record -p --call-graph dwarf,256 exited $rc"; }
 kill -TERM "$tpid"
 wait "$tpid" || fail "the target exited $? after SIGTERM"
 
 # 2. The same workload profiled from inside (the preload library unwinds each sample in its signal handler).
 "$selfperf" record --call-graph dwarf -o inproc.data -- "$target" 20000 2> inproc.err ||
-  { cat inproc.err; fail "selfperf record --call-graph dwarf -- record_pid_nofp_target exited $?"; }
+  { rc=$?; cat inproc.err; fail "selfperf record --call-graph dwarf -- record_pid_nofp_target exited $rc"; }
 
 hot_chains dwarf.data.folded > dwarf.chains
 hot_chains kernel.data.folded > kernel.chains

@@ -78,17 +78,19 @@ const Dwfl_Callbacks kCallbacks = {
 
 // The vdso: every 64-bit process of this kernel maps the same image, so this process's own (its auxv's
 // AT_SYSINFO_EHDR, as long as its [vdso] mapping), copied into a memfd, stands for the target's, which
-// /proc/PID/mem would give only with ptrace attach rights. False when it cannot be reported.
-bool report_vdso(Dwfl* dwfl, const Mmap2Info& target) {
+// /proc/PID/mem would give only with ptrace attach rights. Left out where that fails: the samples taken in it
+// keep their ip.
+void report_vdso(Dwfl* dwfl, const Mmap2Info& target) {
   const auto* image = reinterpret_cast<const char*>(::getauxval(AT_SYSINFO_EHDR));
   std::size_t size = 0;
   for (const auto& m : read_self_executable_maps())
     if (m.filename == "[vdso]") size = m.len;
-  if (image == nullptr || size == 0) return false;
+  if (image == nullptr || size == 0) return;
   const int fd = ::memfd_create("selfperf-vdso", MFD_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return;
   bool ok = ::write(fd, image, size) == static_cast<ssize_t>(size);
   std::optional<std::uint64_t> bias;
+  elf_version(EV_CURRENT);
   if (Elf* elf = ok ? elf_begin(fd, ELF_C_READ, nullptr) : nullptr) {
     bias = elf_load_bias(elf, target.start, target.pgoff);
     elf_end(elf);
@@ -96,7 +98,6 @@ bool report_vdso(Dwfl* dwfl, const Mmap2Info& target) {
   // On success libdwfl owns the descriptor.
   ok = bias && dwfl_report_elf(dwfl, "[vdso]", "[vdso]", fd, *bias, false) != nullptr;
   if (!ok) ::close(fd);
-  return ok;
 }
 
 }  // namespace
