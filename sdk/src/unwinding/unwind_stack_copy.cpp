@@ -231,6 +231,14 @@ void StackCopyUnwinder::Process::report() {
 
 std::uint64_t stack_copy_regs_mask() noexcept { return kRegsMask; }
 
+void sample_stack_copies(perf_event_attr& attr, std::size_t copy) noexcept {
+  attr.sample_type &= ~std::uint64_t{PERF_SAMPLE_CALLCHAIN};
+  attr.sample_max_stack = 0;
+  attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  attr.sample_regs_user = kRegsMask;
+  attr.sample_stack_user = static_cast<std::uint32_t>(copy);
+}
+
 StackCopyUnwinder::StackCopyUnwinder(std::size_t max_frames) : max_frames_(max_frames < 1 ? 1 : max_frames) {
   frames_.reserve(max_frames_);
 }

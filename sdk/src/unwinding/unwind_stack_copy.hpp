@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <linux/perf_event.h>
 #include <sys/types.h>
 
 #include "selfperf/record.hpp"
@@ -22,6 +23,12 @@ namespace selfperf::detail {
 // general registers and ip; aarch64: x0-x30, sp and pc), so that a CFA rule or a saved-register rule naming
 // any of them can be followed, as perf samples them for --call-graph dwarf.
 std::uint64_t stack_copy_regs_mask() noexcept;
+
+// Makes a sampling attr take what unwind() needs instead of the kernel's call chain: the user registers
+// (stack_copy_regs_mask) and `copy` bytes of stack (a multiple of 8), as perf record --call-graph dwarf does.
+// The kernel-chain fields (CALLCHAIN, sample_max_stack) are cleared: the walk finds every user frame they
+// would hold, and a user-only event has no other.
+void sample_stack_copies(perf_event_attr& attr, std::size_t copy) noexcept;
 
 struct StackCopyUnwindStats {
   std::uint64_t full = 0;     // unwound to the outermost frame (the CFI says the caller is undefined)

@@ -71,7 +71,7 @@ perf_event_attr sampling_attr(const RecordPidArgs& a) {
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.sample_type |= PERF_SAMPLE_CPU;
-  if (a.call_graph == "dwarf") sample_stack_copies(attr, stack_copy_bytes(a));
+  if (a.call_graph == "dwarf") detail::sample_stack_copies(attr, stack_copy_bytes(a));
   return attr;
 }
 

@@ -48,16 +48,6 @@ bool parse_stack_copy_size(const std::string& text, std::size_t& out) {
   return true;
 }
 
-void sample_stack_copies(perf_event_attr& attr, std::size_t copy) {
-  // What perf record --call-graph dwarf samples, without the kernel's call chain: the events are user space
-  // only, and the walk from the registers finds every frame that chain would hold.
-  attr.sample_type &= ~std::uint64_t{PERF_SAMPLE_CALLCHAIN};
-  attr.sample_max_stack = 0;
-  attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-  attr.sample_regs_user = detail::stack_copy_regs_mask();
-  attr.sample_stack_user = static_cast<std::uint32_t>(copy);
-}
-
 std::size_t stack_copy_ring_pages(std::size_t copy, std::size_t threads) {
   // 16 pages, the kernel-call-chain rings, would hold 7 samples of 8 KiB, and the wakeup at a quarter ring
   // would come every other sample; 24 samples leave the reader 24 ms per thread at 999 Hz.

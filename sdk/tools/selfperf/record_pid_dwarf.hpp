@@ -1,11 +1,9 @@
 #pragma once
-// selfperf record -p --call-graph dwarf[,SIZE]: what the samples carry (user registers and SIZE bytes of stack),
-// the rings that hold such samples, and the summary of their unwinding (StackCopyUnwinder).
+// selfperf record -p --call-graph dwarf[,SIZE]: the SIZE of the stack copies, the rings that hold samples
+// with such copies, and the summary of their unwinding (StackCopyUnwinder).
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
-#include <linux/perf_event.h>
 
 #include "unwinding/unwind_stack_copy.hpp"
 
@@ -17,9 +15,6 @@ constexpr std::size_t kMaxStackCopy = 65528;
 
 // Parses a stack copy size: a multiple of 8 from 8 to kMaxStackCopy (the kernel copies whole words).
 bool parse_stack_copy_size(const std::string& text, std::size_t& out);
-
-// Turns a kernel-call-chain sampling attr into one with registers and `copy`-byte stack copies instead.
-void sample_stack_copies(perf_event_attr& attr, std::size_t copy);
 
 // Data pages of each thread's ring for `copy`-byte samples, `threads` of them at the attach: room for 24
 // samples, less where an unprivileged user's locked memory would not hold that many rings.
