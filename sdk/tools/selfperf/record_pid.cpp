@@ -21,6 +21,7 @@
 #include <set>
 
 #include "merge.hpp"
+#include "record_pid_dwarf.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/perf_data_writer.hpp"
@@ -28,7 +29,6 @@
 #include "selfperf/sampling_event.hpp"
 #include "selfperf/task_counters.hpp"
 #include "selfperf/task_record.hpp"
-#include "record_pid_dwarf.hpp"
 
 namespace selfperf::tool {
 namespace {
