@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "selfperf/perf_data_writer.hpp"
 #include "selfperf/sampling_event.hpp"
 #include "selfperf/symbolizer.hpp"
 #include "test_support.hpp"
@@ -86,6 +87,16 @@ std::vector<OwnedSample> sample_own_stack(std::uint64_t& regs_mask, void (*work)
   return out;
 }
 
+// This process's executable mappings, as selfperf record -p hands a process's to the unwinder at the attach;
+// those whose path contains `only`, when given.
+std::vector<detail::CodeMapping> own_maps(const char* only = nullptr) {
+  std::vector<detail::CodeMapping> out;
+  for (const auto& m : read_self_executable_maps())
+    if (only == nullptr || m.filename.find(only) != std::string::npos)
+      out.push_back({m.start, m.len, m.pgoff, m.filename});
+  return out;
+}
+
 bool calls(const std::vector<std::string>& names, std::initializer_list<const char*> leaf_first) {
   auto it = names.begin();
   for (const char* want : leaf_first) {
@@ -103,7 +114,7 @@ TEST_CASE("stack copies of a thread unwind to its callers, to the outermost fram
   std::vector<OwnedSample> samples = sample_own_stack(mask);
   REQUIRE(samples.size() > 10);
   detail::StackCopyUnwinder unwinder;
-  unwinder.add_process(::getpid());
+  unwinder.add_process(::getpid(), own_maps());
   Symbolizer symbols;
   std::size_t in_leaf = 0, with_callers = 0;
   for (const auto& s : samples) {
@@ -132,6 +143,7 @@ TEST_CASE("a sample that cannot be unwound keeps its ip, and is counted with the
   REQUIRE(!samples.empty());
   const SampleRecord real = samples.back().record;
   detail::StackCopyUnwinder unwinder;
+  unwinder.add_process(::getpid(), own_maps());
 
   SUBCASE("no registers (a kernel thread's sample)") {
     SampleRecord s = real;
@@ -168,19 +180,26 @@ TEST_CASE("a sample that cannot be unwound keeps its ip, and is counted with the
     CHECK(unwinder.unwind(real, mask).size() > frames.size());
     CHECK_MESSAGE(unwinder.stats().full == 1, unwinder.stats().last_partial, unwinder.stats().last_ip_only);
   }
-  SUBCASE("a process that is gone: its ip, and the reason names its maps") {
-    const pid_t gone = 0x3fffffff;  // above PID_MAX_LIMIT: no process has it
+  SUBCASE("a process never attached: its ip, and the reason says so") {
     SampleRecord s = real;
-    s.pid = static_cast<std::uint32_t>(gone);
+    s.pid = 0x3fffffff;  // above PID_MAX_LIMIT: no process has it
     const auto frames = unwinder.unwind(s, mask);
     REQUIRE(frames.size() == 1);
-    CHECK(unwinder.stats().last_ip_only.find("/proc/" + std::to_string(gone) + "/maps") != std::string::npos);
+    CHECK(unwinder.stats().last_ip_only.find("process 1073741823 was not attached") != std::string::npos);
+  }
+  SUBCASE("after an exec, until the new image's mappings come: its ip") {
+    unwinder.exec(::getpid());
+    REQUIRE(unwinder.unwind(real, mask).size() == 1);
+    CHECK(unwinder.stats().last_ip_only.find("no executable mapping of process") != std::string::npos);
+    for (auto& m : own_maps()) unwinder.add_mapping(::getpid(), std::move(m));
+    CHECK(unwinder.unwind(real, mask).size() > 1);
+    CHECK(unwinder.stats().full == 1);
   }
 }
 
-TEST_CASE("code mapped after the maps were read is unwound once they are read again") {
+TEST_CASE("code mapped after the attach is unwound once its mapping is added; a newer mapping hides an older") {
   detail::StackCopyUnwinder unwinder;
-  unwinder.add_process(::getpid());  // before the library is loaded
+  unwinder.add_process(::getpid(), own_maps());  // before the library is loaded
   void* library = ::dlopen("libcrypt.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     MESSAGE("skipped: no libcrypt.so.1 to load (" << ::dlerror() << ")");
@@ -197,12 +216,19 @@ TEST_CASE("code mapped after the maps were read is unwound once they are read ag
   MESSAGE(samples.size() << " samples, " << in_library.size() << " in libcrypt");
   REQUIRE(in_library.size() > 5);
 
-  // With the maps read before the dlopen, a walk from libcrypt has no module to start from: ip only.
+  // With the maps of before the dlopen, a walk from libcrypt has no module to start from: ip only.
   const auto before = unwinder.unwind(in_library[0]->record, mask);
   CHECK(before.size() == 1);
   CHECK(unwinder.stats().ip_only == 1);
-  // Told the maps changed (an MMAP2 record's doing in selfperf record), the walk that fails reads them again.
-  unwinder.maps_changed(::getpid());
+  // Its mappings come as MMAP2 records would (selfperf record adds each); before them, an older mapping of
+  // another file at the same addresses (as if one library had been unloaded there), which they hide.
+  const std::vector<detail::CodeMapping> crypt_maps = own_maps("libcrypt");
+  REQUIRE(!crypt_maps.empty());
+  detail::CodeMapping older = crypt_maps[0];
+  older.path = "/bin/bash";  // another ELF file, larger than libcrypt, which this process has not mapped
+  older.pgoff = 0;
+  unwinder.add_mapping(::getpid(), older);
+  for (const auto& m : crypt_maps) unwinder.add_mapping(::getpid(), m);
   std::size_t with_caller = 0;
   for (const OwnedSample* s : in_library) {
     const auto frames = unwinder.unwind(s->record, mask);

@@ -11,11 +11,11 @@
 #include <elfutils/libdwfl.h>
 
 #include "output/debuginfo_lookup.hpp"
-#include "output/elf_load_bias.hpp"
 #include "output/unknown_frame.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/record.hpp"
 #include "selfperf/symbolizer.hpp"
+#include "unwinding/elf_load_bias.hpp"
 
 namespace selfperf {
 namespace {
@@ -64,7 +64,7 @@ struct PerfDataSymbolizer::Image {
     std::set<std::string> reported;
     for (const auto& m : maps) {
       if (m.filename[0] != '/' || !reported.insert(m.filename).second) continue;  // [vdso] and the like
-      if (auto bias = detail::elf_load_bias(m))
+      if (auto bias = detail::elf_load_bias(m.filename, m.start, m.pgoff))
         dwfl_report_elf(dwfl, basename_of(m.filename).c_str(), m.filename.c_str(), -1, *bias, false);
     }
     dwfl_report_end(dwfl, nullptr, nullptr);

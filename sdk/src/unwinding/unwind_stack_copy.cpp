@@ -14,15 +14,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
 #include <set>
 #include <utility>
 
-#include "output/debuginfo_lookup.hpp"
-#include "output/elf_load_bias.hpp"
-#include "selfperf/perf_data_writer.hpp"
+#include "unwinding/elf_load_bias.hpp"
 
 namespace selfperf::detail {
 namespace {
@@ -69,22 +68,22 @@ bool perf_register(std::span<const std::uint64_t> regs, std::uint64_t mask, int 
 
 char* debuginfo_path = nullptr;  // libdwfl's default search path (.debug, /usr/lib/debug)
 
+// Separate debug files by build ID only (/usr/lib/debug/.build-id): the walk needs .eh_frame, which the
+// files themselves hold; .debug_frame from a -dbgsym package is taken where installed, nothing is downloaded.
 const Dwfl_Callbacks kCallbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = find_debuginfo,
+    .find_debuginfo = dwfl_build_id_find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
 
 // The vdso: every 64-bit process of this kernel maps the same image, so this process's own (its auxv's
-// AT_SYSINFO_EHDR, as long as its [vdso] mapping), copied into a memfd, stands for the target's, which
-// /proc/PID/mem would give only with ptrace attach rights. Left out where that fails: the samples taken in it
-// keep their ip.
-void report_vdso(Dwfl* dwfl, const Mmap2Info& target) {
+// AT_SYSINFO_EHDR, as long as the target's [vdso] mapping), copied into a memfd, stands for the target's,
+// which /proc/PID/mem would give only with ptrace attach rights. Left out where that fails: the samples taken
+// in it keep their ip.
+void report_vdso(Dwfl* dwfl, const CodeMapping& target) {
   const auto* image = reinterpret_cast<const char*>(::getauxval(AT_SYSINFO_EHDR));
-  std::size_t size = 0;
-  for (const auto& m : read_self_executable_maps())
-    if (m.filename == "[vdso]") size = m.len;
+  const std::size_t size = target.len;
   if (image == nullptr || size == 0) return;
   const int fd = ::memfd_create("selfperf-vdso", MFD_CLOEXEC);
   if (fd < 0) return;
@@ -110,12 +109,13 @@ struct StackCopyUnwinder::Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  // A new Dwfl from /proc/PID/maps; the old one stays where that fails (a process that exited since).
+  // A new Dwfl from `maps`; the old one stays where that fails.
   void report();
 
   pid_t pid;
+  std::vector<CodeMapping> maps;  // oldest first
   Dwfl* dwfl = nullptr;
-  bool stale = true;
+  bool stale = true;  // maps has mappings the Dwfl lacks
   std::string error;  // why there is no Dwfl
 
   // The sample being unwound, for the thread callbacks.
@@ -196,10 +196,8 @@ int on_frame(Dwfl_Frame* frame, void* arg) {
 
 void StackCopyUnwinder::Process::report() {
   stale = false;
-  const std::vector<Mmap2Info> maps = read_executable_maps(pid);
   if (maps.empty()) {
-    error = "cannot read the mappings of process " + std::to_string(pid) + " in /proc/" + std::to_string(pid) +
-            "/maps (it exited)";
+    error = "no executable mapping of process " + std::to_string(pid) + " is known";
     return;
   }
   Dwfl* fresh = dwfl_begin(&kCallbacks);
@@ -208,13 +206,20 @@ void StackCopyUnwinder::Process::report() {
     return;
   }
   dwfl_report_begin(fresh);
+  // Newest first: a mapping placed over older ones (a library unloaded, another loaded there) hides them.
   std::set<std::string> reported;
-  for (const auto& m : maps) {
-    if (!reported.insert(m.filename).second) continue;  // the file's first executable mapping places it
-    if (m.filename == "[vdso]") {
-      report_vdso(fresh, m);
-    } else if (auto bias = elf_load_bias(m)) {
-      dwfl_report_elf(fresh, m.filename.c_str(), m.filename.c_str(), -1, *bias, false);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> taken;
+  for (auto m = maps.rbegin(); m != maps.rend(); ++m) {
+    const std::uint64_t end = m->start + m->len;
+    if (std::any_of(taken.begin(), taken.end(), [&](const auto& t) { return m->start < t.second && t.first < end; }))
+      continue;
+    taken.emplace_back(m->start, end);
+    if (!reported.insert(m->path).second) continue;  // one executable mapping places the whole file
+    if (m->path == "[vdso]") {
+      report_vdso(fresh, *m);
+    } else if (m->path.starts_with('/')) {
+      if (auto bias = elf_load_bias(m->path, m->start, m->pgoff))
+        dwfl_report_elf(fresh, m->path.c_str(), m->path.c_str(), -1, *bias, false);
     }
   }
   dwfl_report_end(fresh, nullptr, nullptr);
@@ -246,16 +251,35 @@ StackCopyUnwinder::StackCopyUnwinder(std::size_t max_frames) : max_frames_(max_f
 StackCopyUnwinder::~StackCopyUnwinder() = default;
 
 StackCopyUnwinder::Process* StackCopyUnwinder::process(pid_t pid) {
-  auto& slot = processes_[pid];
-  if (!slot) slot = std::make_unique<Process>(pid);
-  if (slot->dwfl == nullptr && slot->stale) slot->report();
-  return slot.get();
+  const auto it = processes_.find(pid);
+  if (it == processes_.end()) return nullptr;
+  Process* p = it->second.get();
+  if (p->dwfl == nullptr && p->stale) p->report();
+  return p;
 }
 
-void StackCopyUnwinder::add_process(pid_t pid) { process(pid); }
+void StackCopyUnwinder::add_process(pid_t pid, std::vector<CodeMapping> maps) {
+  auto& slot = processes_[pid];
+  slot = std::make_unique<Process>(pid);
+  slot->maps = std::move(maps);
+  slot->report();
+}
 
-void StackCopyUnwinder::maps_changed(pid_t pid) {
-  if (auto it = processes_.find(pid); it != processes_.end()) it->second->stale = true;
+void StackCopyUnwinder::add_mapping(pid_t pid, CodeMapping map) {
+  const auto it = processes_.find(pid);
+  if (it == processes_.end()) return;
+  it->second->maps.push_back(std::move(map));
+  it->second->stale = true;
+}
+
+void StackCopyUnwinder::exec(pid_t pid) {
+  const auto it = processes_.find(pid);
+  if (it == processes_.end()) return;
+  Process& p = *it->second;
+  p.maps.clear();
+  if (p.dwfl != nullptr) dwfl_end(p.dwfl);  // the old image's modules: wrong for every sample from here on
+  p.dwfl = nullptr;
+  p.stale = true;
 }
 
 void StackCopyUnwinder::forget(pid_t pid) { processes_.erase(pid); }
@@ -274,6 +298,7 @@ std::span<const std::uint64_t> StackCopyUnwinder::unwind(const SampleRecord& sam
   if (sample.regs_user_abi != PERF_SAMPLE_REGS_ABI_64)
     return ip_only(sample, "a 32-bit process (only 64-bit ones are unwound from stack copies)");
   Process* p = process(static_cast<pid_t>(sample.pid));
+  if (p == nullptr) return ip_only(sample, "process " + std::to_string(sample.pid) + " was not attached");
   if (!perf_register(sample.regs_user, regs_mask, kPerfPc, p->pc) ||
       !perf_register(sample.regs_user, regs_mask, kPerfSp, p->sp))
     return ip_only(sample, "the sampled registers lack the pc or the sp");

@@ -2,8 +2,9 @@
 // Unwinds samples of another process after the fact, as `perf record --call-graph dwarf` does: each sample
 // carries the thread's user registers (PERF_SAMPLE_REGS_USER, stack_copy_regs_mask()) and a copy of the top of
 // its stack (PERF_SAMPLE_STACK_USER), and libdwfl walks the frames with the CFI of the process's ELF files
-// (one Dwfl per process, its modules from /proc/PID/maps), reading saved registers and return addresses from
-// that copy alone. Not signal-safe (libdwfl allocates): for a recorder's read loop.
+// (one Dwfl per process, each file placed by its executable mapping as the caller reports them: /proc/PID/maps
+// at the attach, MMAP2 records later), reading saved registers and return addresses from that copy alone.
+// Not signal-safe (libdwfl allocates): for a recorder's read loop.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,14 @@ std::uint64_t stack_copy_regs_mask() noexcept;
 // would hold, and a user-only event has no other.
 void sample_stack_copies(perf_event_attr& attr, std::size_t copy) noexcept;
 
+// One executable mapping of a process (a line of /proc/PID/maps, an MMAP2 record): where a file's code lies.
+struct CodeMapping {
+  std::uint64_t start = 0;
+  std::uint64_t len = 0;
+  std::uint64_t pgoff = 0;
+  std::string path;  // an ELF file, or "[vdso]"; anything else ("//anon": JIT code) has no CFI to read
+};
+
 struct StackCopyUnwindStats {
   std::uint64_t full = 0;     // unwound to the outermost frame (the CFI says the caller is undefined)
   std::uint64_t partial = 0;  // at least one caller, then the walk stopped (last_partial says why)
@@ -46,11 +55,14 @@ class StackCopyUnwinder {
   StackCopyUnwinder(const StackCopyUnwinder&) = delete;
   StackCopyUnwinder& operator=(const StackCopyUnwinder&) = delete;
 
-  // Reads `pid`'s mappings now (at the attach, while it surely runs); later samples use them until
-  // maps_changed. Failing that (the process is gone), its samples keep their ip only.
-  void add_process(pid_t pid);
-  // `pid` mapped code (an MMAP2 record, an exec): its mappings are read again before its next sample.
-  void maps_changed(pid_t pid);
+  // `pid` and its executable mappings at the attach. A sample of a process never added keeps its ip only.
+  void add_process(pid_t pid, std::vector<CodeMapping> maps);
+  // `pid` mapped code since: the Dwfl is built again with it when a walk next fails without it (a library
+  // loaded later is rarely on the stack; building costs more than many walks). A newer mapping hides the
+  // older ones it overlaps.
+  void add_mapping(pid_t pid, CodeMapping map);
+  // `pid` exec'd: its mappings are gone; the new image's come as add_mapping.
+  void exec(pid_t pid);
   // `pid` exited and has no sample left to unwind: its Dwfl is freed.
   void forget(pid_t pid);
 

@@ -5,6 +5,7 @@
 // and each is unwound here (StackCopyUnwinder) before it is written: the file holds call chains either way.
 #include "record_pid.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,6 +76,8 @@ perf_event_attr sampling_attr(const RecordPidArgs& a) {
   return attr;
 }
 
+detail::CodeMapping code_mapping(const Mmap2Info& m) { return {m.start, m.len, m.pgoff, m.filename}; }
+
 struct Totals {
   std::uint64_t samples = 0;
   std::uint64_t lost = 0;
@@ -111,7 +114,7 @@ class RecordCopier {
       case PERF_RECORD_COMM: {
         CommRecord c;
         if (decode_comm(r, format_, c) != DecodeStatus::ok) return miss();
-        if (c.exec && unwinder_ != nullptr) unwinder_->maps_changed(static_cast<pid_t>(c.pid));
+        if (c.exec && unwinder_ != nullptr) unwinder_->exec(static_cast<pid_t>(c.pid));
         writer_.write_comm(static_cast<std::int32_t>(c.pid), static_cast<std::int32_t>(c.tid), std::string(c.comm),
                            c.sample_id.time, c.exec);
         return;
@@ -119,7 +122,6 @@ class RecordCopier {
       case PERF_RECORD_MMAP2: {
         Mmap2Record m;
         if (decode_mmap2(r, format_, m) != DecodeStatus::ok) return miss();
-        if (unwinder_ != nullptr) unwinder_->maps_changed(static_cast<pid_t>(m.pid));
         Mmap2Info info;
         info.pid = static_cast<std::int32_t>(m.pid);
         info.tid = static_cast<std::int32_t>(m.tid);
@@ -133,6 +135,8 @@ class RecordCopier {
         info.prot = m.prot;
         info.flags = m.flags;
         info.filename = std::string(m.filename);
+        if (unwinder_ != nullptr && (m.prot & PROT_EXEC))
+          unwinder_->add_mapping(static_cast<pid_t>(m.pid), code_mapping(info));
         writer_.write_mmap2(info, m.sample_id.time);
         return;
       }
@@ -216,10 +220,7 @@ int record_pids(const RecordPidArgs& a) {
     std::optional<detail::StackCopyUnwinder> unwinder;
     if (dwarf) unwinder.emplace();
     std::vector<std::pair<pid_t, std::vector<pid_t>>> attached;
-    for (pid_t pid : a.pids) {
-      attached.emplace_back(pid, watcher.add(pid));
-      if (unwinder) unwinder->add_process(pid);
-    }
+    for (pid_t pid : a.pids) attached.emplace_back(pid, watcher.add(pid));
 
     PerfDataWriterOptions options;
     options.synthesize_process = false;
@@ -235,7 +236,13 @@ int record_pids(const RecordPidArgs& a) {
       writer.write_comm(p, p, thread_comm(pid, pid));
       for (pid_t tid : tids)
         if (tid != pid) writer.write_comm(p, static_cast<std::int32_t>(tid), thread_comm(pid, tid));
-      for (const auto& m : read_executable_maps(pid)) writer.write_mmap2(m);
+      const std::vector<Mmap2Info> maps = read_executable_maps(pid);
+      for (const auto& m : maps) writer.write_mmap2(m);
+      if (unwinder) {
+        std::vector<detail::CodeMapping> code;
+        for (const auto& m : maps) code.push_back(code_mapping(m));
+        unwinder->add_process(pid, std::move(code));
+      }
     }
     // Before the line that says sampling started: whoever waits for it may send SIGINT at once.
     catch_stop_signals();

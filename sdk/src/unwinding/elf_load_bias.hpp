@@ -6,14 +6,13 @@
 
 #include <cstdint>
 #include <optional>
-
-#include "selfperf/perf_data_writer.hpp"
+#include <string>
 
 namespace selfperf::detail {
 
 // Empty when `elf` has no PT_LOAD segment holding `pgoff`.
 std::optional<std::uint64_t> elf_load_bias(Elf* elf, std::uint64_t start, std::uint64_t pgoff);
-// Reads map.filename; empty when it cannot be read.
-std::optional<std::uint64_t> elf_load_bias(const Mmap2Info& map);
+// Reads the file at `path`; empty when it cannot be read.
+std::optional<std::uint64_t> elf_load_bias(const std::string& path, std::uint64_t start, std::uint64_t pgoff);
 
 }  // namespace selfperf::detail

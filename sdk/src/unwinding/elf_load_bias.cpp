@@ -1,4 +1,4 @@
-#include "output/elf_load_bias.hpp"
+#include "unwinding/elf_load_bias.hpp"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -23,13 +23,13 @@ std::optional<std::uint64_t> elf_load_bias(Elf* elf, std::uint64_t start, std::u
   return std::nullopt;
 }
 
-std::optional<std::uint64_t> elf_load_bias(const Mmap2Info& map) {
-  int fd = ::open(map.filename.c_str(), O_RDONLY | O_CLOEXEC);
+std::optional<std::uint64_t> elf_load_bias(const std::string& path, std::uint64_t start, std::uint64_t pgoff) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   elf_version(EV_CURRENT);
   std::optional<std::uint64_t> bias;
   if (Elf* elf = elf_begin(fd, ELF_C_READ, nullptr)) {
-    bias = elf_load_bias(elf, map.start, map.pgoff);
+    bias = elf_load_bias(elf, start, pgoff);
     elf_end(elf);
   }
   ::close(fd);
