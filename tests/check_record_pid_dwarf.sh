@@ -31,12 +31,17 @@ full_share() { awk -v a="$path_a" -v b="$path_b" '$2 == a || $2 == b { s += $1 }
 # The chains holding at least 5% of the leaf's samples, one line.
 main_chains() { awk '$1 >= 5 { print $2 }' "$1" | sort | tr '\n' ' '; }
 
-# 1. The same running process, recorded with stack copies and then with the kernel's walk.
+# 1. The same running process, recorded with stack copies and then with the kernel's walk. While the first
+# recording runs, SIGUSR1 makes the target load libcrypt and run it on a thread of its own: code mapped, and a
+# thread started, after the attach.
 "$target" 0 &
 tpid=$!; pids+=("$tpid")
 wait_for "the target's second thread" two_threads "$tpid"
-"$selfperf" record -p "$tpid" --call-graph dwarf --duration 1.5 -o dwarf.data 2> dwarf.err ||
-  { rc=$?; cat dwarf.err; fail "selfperf record -p --call-graph dwarf exited $rc"; }
+"$selfperf" record -p "$tpid" --call-graph dwarf --duration 1.5 -o dwarf.data 2> dwarf.err &
+rpid=$!; pids+=("$rpid")
+wait_for "selfperf record to attach" grep -qs "^selfperf record: sampling" dwarf.err
+kill -USR1 "$tpid"
+wait "$rpid" || { rc=$?; cat dwarf.err; fail "selfperf record -p --call-graph dwarf exited $rc"; }
 cat dwarf.err
 "$selfperf" record -p "$tpid" --call-graph kernel --duration 1.5 -o kernel.data 2> kernel.err ||
   { rc=$?; cat kernel.err; fail "selfperf record -p --call-graph kernel exited $rc"; }
@@ -82,6 +87,17 @@ if [[ -s inproc.chains ]]; then
   [[ $(main_chains dwarf.chains) == "$(main_chains inproc.chains)" ]] ||
     fail "the callers differ: -p dwarf '$(main_chains dwarf.chains)', in-process '$(main_chains inproc.chains)'"
 fi
+
+# The library loaded after the attach: its samples' callers reach the thread's entry through libcrypt's own
+# frames (named by the library and an offset: it has no symbols for them).
+awk '{ n = $NF; $NF = ""; sub(/ +$/, ""); k = split($0, f, ";"); if (f[k] !~ /crypt/) next
+       total += n; for (i = 1; i < k; i++) if (f[i] == "nofp_library_thread" && f[i + 1] == "nofp_in_library") break
+       if (i < k) full += n }
+     END { printf "%d %d\n", total, full }' dwarf.data.folded > library.counts
+read -r lib_total lib_full < library.counts
+echo "libcrypt, loaded after the attach: $lib_total samples, $lib_full reaching nofp_in_library <- nofp_library_thread"
+(( lib_total > 0 )) || fail "no sample in libcrypt: $(grep -c . dwarf.data.folded) stacks, $(cat dwarf.err)"
+(( lib_full * 10 >= lib_total * 9 )) || fail "libcrypt's samples lose their callers: $(grep crypt dwarf.data.folded | head -5)"
 
 # 3. The summary counts the unwinds, and they add up to the samples.
 read -r full partial iponly < <(sed -n 's/.*stack copies: \([0-9]*\) samples unwound fully, \([0-9]*\) partially, \([0-9]*\) to.*/\1 \2 \3/p' dwarf.err)
