@@ -84,7 +84,8 @@ wait_for "selfperf record to attach again" attached int.err
 kill -INT "$rpid"
 wait "$rpid" || { cat int.err; fail "SIGINT: exit $?"; }
 grep -q "interrupted (SIGINT)" int.err || fail "SIGINT: $(cat int.err)"
-[[ -s int.data.folded ]] || fail "SIGINT: no int.data.folded"
+# Written even empty: SIGINT may come before the first sample (0.00 s after the attach under ASan as nobody).
+[[ -e int.data.folded ]] || fail "SIGINT: no int.data.folded"
 echo "ok: SIGINT: $(grep -o '[0-9]* samples' int.err)"
 kill -9 "$spid"; wait "$spid" 2>/dev/null || true
 
