@@ -8,24 +8,7 @@ set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 selfperf="$build/bin/selfperf"
 target="$build/tests/record_pid_target"
-[[ -x $selfperf && -x $target ]] || { echo "FAIL: build selfperf_cli and record_pid_target first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-command -v perf >/dev/null 2>&1 || { echo "skipped: perf absent (linux-perf), nothing to check the file with"; exit 77; }
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
-
-# Polls (no fixed sleep) until the command succeeds; fails after ~60 s.
-wait_for() {  # description command...
-  local what=$1; shift
-  for _ in $(seq 1 6000); do "$@" && return 0; read -t 0.01 <> <(:) || true; done
-  fail "timed out waiting for $what"
-}
+source "${2:?source dir}/tests/record_pid_helpers.sh"
 # The target's SIGUSR1 handler is installed (SigCgt bit 10): the signal then starts its second thread.
 catches_usr1() { local m; m=$(awk '/^SigCgt:/ {print $2}' "/proc/$1/status" 2>/dev/null) && (( 0x$m & 0x200 )); }
 attached() { grep -qs "^selfperf record: sampling" "$1"; }
@@ -101,7 +84,8 @@ wait_for "selfperf record to attach again" attached int.err
 kill -INT "$rpid"
 wait "$rpid" || { cat int.err; fail "SIGINT: exit $?"; }
 grep -q "interrupted (SIGINT)" int.err || fail "SIGINT: $(cat int.err)"
-[[ -s int.data.folded ]] || fail "SIGINT: no int.data.folded"
+# Written even empty: SIGINT may come before the first sample (0.00 s after the attach under ASan as nobody).
+[[ -e int.data.folded ]] || fail "SIGINT: no int.data.folded"
 echo "ok: SIGINT: $(grep -o '[0-9]* samples' int.err)"
 kill -9 "$spid"; wait "$spid" 2>/dev/null || true
 
@@ -114,7 +98,5 @@ echo "bad pid: rc $rc: $out"
 grep -q "process $dead: no such process" <<<"$out" || fail "bad pid: the message does not name it: '$out'"
 out=$("$selfperf" record -p 12x 2>&1) && rc=0 || rc=$?
 [[ $rc == 2 ]] && grep -q "\-p 12x: give process ids" <<<"$out" || fail "-p 12x: rc $rc, '$out'"
-out=$("$selfperf" record -p 1 --call-graph dwarf 2>&1) && rc=0 || rc=$?
-[[ $rc == 2 ]] && grep -q "not done yet" <<<"$out" || fail "--call-graph dwarf -p: rc $rc, '$out'"
 "$selfperf" record --help | grep -q -- "-p PID\[,PID...\]" || fail "record --help does not describe -p"
 echo "ok"

@@ -85,15 +85,18 @@ int perf_event_paranoid() noexcept {
   }
 }
 
-bool has_perf_privilege() noexcept {
+bool has_capability(int cap) noexcept {
   __user_cap_header_struct header{};
   header.version = _LINUX_CAPABILITY_VERSION_3;
   __user_cap_data_struct data[2]{};
-  if (::syscall(SYS_capget, &header, data) != 0) return false;
-  auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
+  if (cap < 0 || cap >= 64 || ::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[cap / 32].effective >> (cap % 32)) & 1u;
+}
+
+bool has_perf_privilege() noexcept {
   constexpr int kCapSysAdmin = 21;
   constexpr int kCapPerfmon = 38;
-  return has(kCapSysAdmin) || has(kCapPerfmon);
+  return has_capability(kCapSysAdmin) || has_capability(kCapPerfmon);
 }
 
 bool kernel_counting_allowed() noexcept { return has_perf_privilege() || perf_event_paranoid() < 2; }

@@ -43,6 +43,8 @@ std::string open_error_message(int err, const perf_event_attr& attr, std::string
 
 // /proc/sys/kernel/perf_event_paranoid, or 2 (the common default) when unreadable.
 int perf_event_paranoid() noexcept;
+// Capability number `cap` (linux/capability.h) in this thread's effective set.
+bool has_capability(int cap) noexcept;
 // CAP_PERFMON or CAP_SYS_ADMIN in the effective set: paranoid limits do not apply.
 bool has_perf_privilege() noexcept;
 // Whether an event that does not exclude the kernel may be opened by this process.

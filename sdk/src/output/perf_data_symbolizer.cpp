@@ -2,10 +2,6 @@
 // bias its MMAP record implies (start - pgoff + p_offset - p_vaddr of the PT_LOAD segment it maps).
 #include "selfperf/perf_data_symbolizer.hpp"
 
-#include <fcntl.h>
-#include <gelf.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <cstdio>
@@ -19,6 +15,7 @@
 #include "selfperf/error.hpp"
 #include "selfperf/record.hpp"
 #include "selfperf/symbolizer.hpp"
+#include "unwinding/elf_load_bias.hpp"
 
 namespace selfperf {
 namespace {
@@ -31,33 +28,6 @@ const Dwfl_Callbacks kOfflineCallbacks = {
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
-
-// The load bias of `map`: where address 0 of the ELF file lands. Empty when the file cannot be read.
-std::optional<std::uint64_t> load_bias(const Mmap2Info& map) {
-  int fd = ::open(map.filename.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  elf_version(EV_CURRENT);
-  std::optional<std::uint64_t> bias;
-  if (Elf* elf = elf_begin(fd, ELF_C_READ, nullptr)) {
-    GElf_Ehdr ehdr;
-    std::size_t n = 0;
-    if (gelf_getehdr(elf, &ehdr) && elf_getphdrnum(elf, &n) == 0) {
-      if (ehdr.e_type == ET_EXEC) bias = 0;
-      for (std::size_t i = 0; i < n && !bias; ++i) {
-        GElf_Phdr ph;
-        if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
-        // The segment the mapping starts in (both page-aligned down to the same page).
-        const std::uint64_t page = 4096;
-        std::uint64_t seg_start = ph.p_offset & ~(page - 1);
-        if (map.pgoff >= seg_start && map.pgoff < ph.p_offset + ph.p_filesz)
-          bias = map.start - (map.pgoff - seg_start) - (ph.p_vaddr & ~(page - 1));
-      }
-    }
-    elf_end(elf);
-  }
-  ::close(fd);
-  return bias;
-}
 
 std::string basename_of(const std::string& path) {
   auto slash = path.rfind('/');
@@ -94,7 +64,7 @@ struct PerfDataSymbolizer::Image {
     std::set<std::string> reported;
     for (const auto& m : maps) {
       if (m.filename[0] != '/' || !reported.insert(m.filename).second) continue;  // [vdso] and the like
-      if (auto bias = load_bias(m))
+      if (auto bias = detail::elf_load_bias(m.filename, m.start, m.pgoff))
         dwfl_report_elf(dwfl, basename_of(m.filename).c_str(), m.filename.c_str(), -1, *bias, false);
     }
     dwfl_report_end(dwfl, nullptr, nullptr);

@@ -21,6 +21,7 @@
 #include "options.hpp"
 #include "merge.hpp"
 #include "record_pid.hpp"
+#include "record_pid_dwarf.hpp"
 #include "record_summary.hpp"
 #include "selfperf/error.hpp"
 
@@ -32,7 +33,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [--summary-json JSON] [-q]\n"
     "                       -- CMD [ARG...]\n"
-    "       selfperf record -p PID[,PID...] [-o FILE] [-F HZ] [-e EVENT] [--call-graph kernel|fp] [--duration SECONDS]\n"
+    "       selfperf record -p PID[,PID...] [-o FILE] [-F HZ] [-e EVENT] [--call-graph kernel|fp|dwarf[,SIZE]]\n"
+    "                       [--duration SECONDS]\n"
     "  Profiles CMD and every process it starts (wrappers, fork, exec) into FILE (default perf.data), which\n"
     "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
     "  -o -      pipe-mode perf.data to standard output (selfperf record -o - -- CMD | perf report -i -); CMD's\n"
@@ -46,8 +48,12 @@ constexpr const char* kUsage =
     "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads they start later\n"
     "            (not the processes they fork), user space only, until Ctrl-C/SIGTERM, --duration, or all of\n"
     "            them have exited.\n"
-    "            Call chains from the kernel's frame-pointer walk (--call-graph kernel, the default; fp is the\n"
-    "            same; dwarf is not done for -p yet)\n"
+    "            --call-graph kernel (the default; fp is the same): the kernel's frame-pointer walk, which\n"
+    "            loses callers in code built without frame pointers. --call-graph dwarf[,SIZE]: each sample\n"
+    "            copies the thread's user registers and SIZE bytes of its stack (default 8192, at most 65528),\n"
+    "            unwound here with the program's DWARF CFI, as perf record --call-graph dwarf; no frame\n"
+    "            pointers needed, bigger samples (rings of 64 pages per thread for 8192, fewer where an\n"
+    "            unprivileged user's locked memory would not hold them)\n"
     "  --duration SECONDS  with -p: stop after this long\n";
 
 struct RecordArgs {
@@ -60,6 +66,7 @@ struct RecordArgs {
   std::vector<std::string> command;
   std::vector<pid_t> pids;
   std::string call_graph;
+  std::size_t stack_copy = 0;  // --call-graph dwarf,SIZE; 0: the default
   double duration = 0;
 };
 
@@ -83,12 +90,19 @@ RecordArgs parse_record(int argc, char** argv) {
         o.fail("--duration " + v + ": give a number of seconds above 0, as in --duration 2.5");
     }
     else if (o.is("--call-graph") || o.arg().rfind("--call-graph=", 0) == 0) {
-      const std::string mode = o.is("--call-graph") ? o.value() : o.arg().substr(13);
+      const std::string value = o.is("--call-graph") ? o.value() : o.arg().substr(13);
+      const std::string mode = value.substr(0, value.find(','));
       a.call_graph = mode;
       if (mode == "dwarf") a.unwinder = "libunwind";
       else if (mode == "fp") a.unwinder = "frame_pointer";
       else if (mode == "kernel") a.unwinder = "kernel";
-      else o.fail("--call-graph " + mode + ": use dwarf, fp or kernel");
+      else o.fail("--call-graph " + value + ": use dwarf, fp or kernel");
+      if (mode.size() != value.size()) {
+        const std::string size = value.substr(mode.size() + 1);
+        if (mode != "dwarf" || !parse_stack_copy_size(size, a.stack_copy))
+          o.fail("--call-graph " + value + ": give dwarf,SIZE with SIZE the bytes of stack each sample copies, a "
+                 "multiple of 8 from 8 to " + std::to_string(kMaxStackCopy) + ", as in --call-graph dwarf,16384");
+      }
     } else {
       o.unknown();
     }
@@ -97,11 +111,11 @@ RecordArgs parse_record(int argc, char** argv) {
   if (!a.pids.empty()) {
     if (!a.command.empty()) o.fail("give either -p PID or a command, not both");
     if (!a.summary_json.empty()) o.fail("--summary-json is for a command's run, not for -p");
-    if (a.call_graph == "dwarf")
-      o.fail("--call-graph dwarf with -p is not done yet (user registers and stack copies unwound afterwards); "
-             "use --call-graph kernel, which needs the program built with frame pointers");
     return a;
   }
+  if (a.stack_copy != 0)
+    o.fail("--call-graph dwarf,SIZE: the stack copy size is for -p; a command is unwound in its own process, "
+           "which copies no stack: give --call-graph dwarf");
   if (a.duration > 0) o.fail("--duration is for -p; a command is recorded until it exits");
   if (a.command.empty()) o.fail("give the command to profile after --, or -p PID");
   return a;
@@ -204,7 +218,7 @@ std::vector<fs::path> profiles_in(const fs::path& dir) {
 int record(int argc, char** argv) {
   const RecordArgs a = parse_record(argc, argv);
   if (!a.pids.empty())
-    return record_pids({a.pids, a.output, a.frequency, a.event, a.call_graph, a.duration, a.quiet});
+    return record_pids({a.pids, a.output, a.frequency, a.event, a.call_graph, a.stack_copy, a.duration, a.quiet});
   const bool to_stdout = a.output == "-";
   if (to_stdout && ::isatty(STDOUT_FILENO)) {
     std::fprintf(stderr, "selfperf record: -o -: standard output is a terminal; pipe it (| perf report -i -) or "

@@ -1,8 +1,11 @@
 // selfperf record -p: a ProcessWatcher over the given processes, its records streamed into a PerfDataWriter
 // as they are read (COMM and MMAP2 of what ran before the attach synthesized from /proc first, as perf record
-// does), then the folded stacks and flame graph from the written file, as the command mode draws them.
+// does), then the folded stacks and flame graph from the written file, as the command mode draws them. With
+// --call-graph dwarf, the samples carry user registers and stack copies instead of the kernel's call chains,
+// and each is unwound here (StackCopyUnwinder) before it is written: the file holds call chains either way.
 #include "record_pid.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,9 +18,11 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "merge.hpp"
+#include "record_pid_dwarf.hpp"
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
 #include "selfperf/perf_data_writer.hpp"
@@ -48,6 +53,10 @@ std::string thread_comm(pid_t pid, pid_t tid) {
   return comm;
 }
 
+std::size_t stack_copy_bytes(const RecordPidArgs& a) {
+  return a.stack_copy != 0 ? a.stack_copy : kDefaultStackCopy;
+}
+
 perf_event_attr sampling_attr(const RecordPidArgs& a) {
   unsigned long hz = 999;
   if (!a.frequency.empty()) {
@@ -63,8 +72,11 @@ perf_event_attr sampling_attr(const RecordPidArgs& a) {
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.sample_type |= PERF_SAMPLE_CPU;
+  if (a.call_graph == "dwarf") detail::sample_stack_copies(attr, stack_copy_bytes(a));
   return attr;
 }
+
+detail::CodeMapping code_mapping(const Mmap2Info& m) { return {m.start, m.len, m.pgoff, m.filename}; }
 
 struct Totals {
   std::uint64_t samples = 0;
@@ -77,8 +89,10 @@ struct Totals {
 // Copies one ring record into the file; what the writer has no record for (THROTTLE, …) is left out.
 class RecordCopier {
  public:
-  RecordCopier(PerfDataWriter& writer, const SampleFormat& format, Totals& totals)
-      : writer_(writer), format_(format), totals_(totals) {}
+  // `unwinder`: null where the samples hold the kernel's call chains.
+  RecordCopier(PerfDataWriter& writer, const SampleFormat& format, Totals& totals,
+               detail::StackCopyUnwinder* unwinder)
+      : writer_(writer), format_(format), totals_(totals), unwinder_(unwinder) {}
 
   void operator()(const RecordView& r) {
     switch (r.type()) {
@@ -86,6 +100,7 @@ class RecordCopier {
         SampleRecord rec;
         if (decode_sample(r, format_, rec) != DecodeStatus::ok) return miss();
         Sample s = to_sample(rec, frames_);
+        if (unwinder_ != nullptr) s.frames = unwinder_->unwind(rec, format_.sample_regs_user);
         if (s.frames.empty() && rec.has(PERF_SAMPLE_IP)) {
           frames_[0] = rec.ip;
           s.frames = std::span<const std::uint64_t>(frames_.data(), 1);
@@ -99,6 +114,7 @@ class RecordCopier {
       case PERF_RECORD_COMM: {
         CommRecord c;
         if (decode_comm(r, format_, c) != DecodeStatus::ok) return miss();
+        if (c.exec && unwinder_ != nullptr) unwinder_->exec(static_cast<pid_t>(c.pid));
         writer_.write_comm(static_cast<std::int32_t>(c.pid), static_cast<std::int32_t>(c.tid), std::string(c.comm),
                            c.sample_id.time, c.exec);
         return;
@@ -119,6 +135,8 @@ class RecordCopier {
         info.prot = m.prot;
         info.flags = m.flags;
         info.filename = std::string(m.filename);
+        if (unwinder_ != nullptr && (m.prot & PROT_EXEC))
+          unwinder_->add_mapping(static_cast<pid_t>(m.pid), code_mapping(info));
         writer_.write_mmap2(info, m.sample_id.time);
         return;
       }
@@ -148,8 +166,21 @@ class RecordCopier {
   PerfDataWriter& writer_;
   const SampleFormat& format_;
   Totals& totals_;
+  detail::StackCopyUnwinder* unwinder_;
   std::array<std::uint64_t, 1024> frames_{};
 };
+
+// The threads the processes have now, for sizing their rings (the watcher lists them again as it attaches).
+std::size_t count_threads(const std::vector<pid_t>& pids) {
+  std::size_t n = 0;
+  for (pid_t pid : pids) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec), end; !ec && it != end;
+         it.increment(ec))
+      ++n;
+  }
+  return n;
+}
 
 std::string pid_list(const std::vector<pid_t>& pids) {
   std::string s;
@@ -182,33 +213,51 @@ int record_pids(const RecordPidArgs& a) {
   }
   try {
     const std::string event = a.event.empty() ? "cpu-clock" : a.event;
-    ProcessWatcher watcher(sampling_attr(a), event);
+    const bool dwarf = a.call_graph == "dwarf";
+    const std::size_t ring_pages =
+        dwarf ? stack_copy_ring_pages(stack_copy_bytes(a), count_threads(a.pids)) : ProcessWatcherOptions{}.data_pages;
+    ProcessWatcher watcher(sampling_attr(a), event, ProcessWatcherOptions{.data_pages = ring_pages});
+    std::optional<detail::StackCopyUnwinder> unwinder;
+    if (dwarf) unwinder.emplace();
     std::vector<std::pair<pid_t, std::vector<pid_t>>> attached;
     for (pid_t pid : a.pids) attached.emplace_back(pid, watcher.add(pid));
 
     PerfDataWriterOptions options;
     options.synthesize_process = false;
     options.cmdline = {"selfperf", "record", "-p", pid_list(a.pids)};
-    PerfDataWriter writer(a.output, {EventDescription{event, watcher.attr(), {}}}, options);
+    // The file's attr says what its samples hold: call chains, never the registers and stack copies sampled.
+    perf_event_attr file_attr = watcher.attr();
+    file_attr.sample_regs_user = 0;
+    file_attr.sample_stack_user = 0;
+    PerfDataWriter writer(a.output, {EventDescription{event, file_attr, {}}}, options);
     // What the processes mapped and were called before the attach; what comes later arrives as records.
     for (const auto& [pid, tids] : attached) {
       const auto p = static_cast<std::int32_t>(pid);
       writer.write_comm(p, p, thread_comm(pid, pid));
       for (pid_t tid : tids)
         if (tid != pid) writer.write_comm(p, static_cast<std::int32_t>(tid), thread_comm(pid, tid));
-      for (const auto& m : read_executable_maps(pid)) writer.write_mmap2(m);
+      const std::vector<Mmap2Info> maps = read_executable_maps(pid);
+      for (const auto& m : maps) writer.write_mmap2(m);
+      if (unwinder) {
+        std::vector<detail::CodeMapping> code;
+        for (const auto& m : maps) code.push_back(code_mapping(m));
+        unwinder->add_process(pid, std::move(code));
+      }
     }
     // Before the line that says sampling started: whoever waits for it may send SIGINT at once.
     catch_stop_signals();
     if (!a.quiet) {
       std::size_t threads = 0;
       for (const auto& at : attached) threads += at.second.size();
-      std::fprintf(stderr, "selfperf record: sampling %zu process%s (%zu threads) with %s; Ctrl-C to stop\n",
-                   attached.size(), attached.size() == 1 ? "" : "es", threads, event.c_str());
+      const std::string chains = dwarf ? ", call chains unwound from " + std::to_string(stack_copy_bytes(a)) +
+                                             "-byte stack copies"
+                                       : "";
+      std::fprintf(stderr, "selfperf record: sampling %zu process%s (%zu threads) with %s%s; Ctrl-C to stop\n",
+                   attached.size(), attached.size() == 1 ? "" : "es", threads, event.c_str(), chains.c_str());
     }
 
     Totals totals;
-    RecordCopier copy(writer, watcher.format(), totals);
+    RecordCopier copy(writer, watcher.format(), totals, unwinder ? &*unwinder : nullptr);
     const auto started = std::chrono::steady_clock::now();
     const auto deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::chrono::duration<double>(a.duration));
@@ -229,6 +278,7 @@ int record_pids(const RecordPidArgs& a) {
       }
       watcher.poll(timeout, std::ref(copy), [&](pid_t pid) {
         if (!a.quiet) std::fprintf(stderr, "selfperf record: process %d exited\n", static_cast<int>(pid));
+        if (unwinder) unwinder->forget(pid);  // its rings are read: no sample of it is left
       });
       writer.write_finished_round();
     }
@@ -248,9 +298,10 @@ int record_pids(const RecordPidArgs& a) {
                    static_cast<unsigned long long>(totals.samples),
                    static_cast<unsigned long long>(stats.total_lost()));
       if (watcher.smaller_rings() > 0)
-        std::fprintf(stderr, "  (locked memory ran out: %zu rings mapped smaller than 16 pages; raise "
+        std::fprintf(stderr, "  (locked memory ran out: %zu rings mapped smaller than %zu pages; raise "
                              "kernel.perf_event_mlock_kb or ulimit -l if samples were lost)\n",
-                     watcher.smaller_rings());
+                     watcher.smaller_rings(), ring_pages);
+      if (unwinder) print_unwind_summary(unwinder->stats(), stats.total_lost(), stack_copy_bytes(a), ring_pages);
       if (watcher.missed_threads() > 0)
         std::fprintf(stderr, "  %zu new threads not sampled; the last because %s\n", watcher.missed_threads(),
                      watcher.last_miss().c_str());
