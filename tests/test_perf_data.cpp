@@ -41,6 +41,7 @@ EventDescription memory_event(std::uint64_t id) {
   ev.attr.config = PERF_COUNT_SW_PAGE_FAULTS;
   ev.attr.sample_period = 1;
   ev.attr.sample_type = PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_WEIGHT;
+  ev.attr.exclude_kernel = 1;
   ev.ids = {id, id + 1};
   return ev;
 }
@@ -342,6 +343,45 @@ TEST_CASE("writer rejects what it cannot write") {
   REQUIRE(rec.type == PERF_RECORD_SAMPLE);
   CHECK(r.decode_sample(rec).event_index == 1);
   CHECK(r.decode_sample(rec).identifier == 5);
+}
+
+TEST_CASE("an event that counts kernel time gets perf's kernel map first; a user-only one none") {
+  test::TempDir dir;
+  PerfDataWriterOptions options;
+  options.synthesize_process = false;
+  auto with_kernel = cpu_clock_event(7);
+  with_kernel.name = "cpu-clock";
+  with_kernel.attr.exclude_kernel = 0;
+  for (const auto& ev : {with_kernel, cpu_clock_event(7)}) {
+    INFO(ev.name);
+    for (bool pipe : {false, true}) {
+      options.pipe = pipe;
+      const auto path = dir / (pipe ? "pipe.data" : "file.data");
+      {
+        PerfDataWriter w(path, {ev}, options);
+        Sample s;
+        w.write_sample(s);
+        w.close();
+      }
+      PerfDataReader r(path);
+      PerfRecord rec;
+      REQUIRE(r.next_record(rec));
+      if (ev.attr.exclude_kernel) {
+        CHECK(rec.type == PERF_RECORD_SAMPLE);
+        continue;
+      }
+      // perf record's synthesized kernel map: without it perf report warns "kernel samples can't be resolved".
+      REQUIRE(rec.type == PERF_RECORD_MMAP);
+      CHECK(rec.misc == PERF_RECORD_MISC_KERNEL);
+      const Mmap2Info m = r.decode_mmap(rec);
+      CHECK(m.pid == -1);
+      CHECK(m.filename == "[kernel.kallsyms]_text");
+      CHECK(m.start + m.len == ~std::uint64_t{0});
+      CHECK(m.pgoff == m.start);
+      REQUIRE(r.next_record(rec));
+      CHECK(rec.type == PERF_RECORD_SAMPLE);
+    }
+  }
 }
 
 TEST_CASE("events without ids get distinct ids so samples still name their event") {

@@ -29,6 +29,7 @@ TEST_CASE("a memory-mode kernel sample keeps ADDR, DATA_SRC and WEIGHT through p
   perf_event_attr attr{};
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_PAGE_FAULTS;
+  attr.exclude_kernel = 1;  // page-faults:u, as named below
   attr.sample_period = 1;
   attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_CPU |
                      PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC;

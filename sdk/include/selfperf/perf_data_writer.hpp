@@ -122,6 +122,7 @@ class PerfDataWriter {
   void write_header(const std::array<std::uint64_t, 4>& feature_bits);
   void write_pipe_start();
   void append_build_id(const std::string& file);
+  void write_kernel_mmap();
 
   std::filesystem::path path_;
   std::vector<EventDescription> events_;

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fcntl.h>
@@ -32,6 +33,23 @@ std::uint64_t written_sample_type(const perf_event_attr& attr) {
   return PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
          PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | (attr.sample_type & memory) |
          ((attr.sample_type & PERF_SAMPLE_WEIGHT_STRUCT) ? PERF_SAMPLE_WEIGHT : 0);
+}
+
+// The kernel's text address (/proc/kallsyms' _text), 0 where it is hidden (kptr_restrict) or unreadable.
+std::uint64_t kernel_text_address() {
+  std::FILE* f = std::fopen("/proc/kallsyms", "re");
+  if (f == nullptr) return 0;
+  unsigned long long address = 0;
+  char type = 0;
+  char name[256];
+  std::uint64_t found = 0;
+  while (std::fscanf(f, "%llx %c %255s%*[^\n]", &address, &type, name) == 3)
+    if (std::strcmp(name, "_text") == 0) {
+      found = address;
+      break;
+    }
+  std::fclose(f);
+  return found;
 }
 
 void write_all(int fd, const void* bytes, std::size_t size, std::uint64_t offset, const std::string& path) {
@@ -159,6 +177,7 @@ void PerfDataWriter::init() {
   scratch_.reserve(1024);
   if (options_.pipe) {
     write_pipe_start();
+    write_kernel_mmap();
     return;
   }
   // header | ids of every event | attrs | data
@@ -179,6 +198,30 @@ void PerfDataWriter::init() {
   data_offset_ = offset + ids_and_attrs.size();
   (void)attrs_offset;
   write_header({});
+  write_kernel_mmap();
+}
+
+// An event that counts kernel time needs perf's kernel map, as perf record synthesizes it: without one,
+// perf report warns that "kernel samples can't be resolved" (Kernel address maps were restricted) for every
+// file of the profiler run as root, though every sample it writes carries user addresses only.
+void PerfDataWriter::write_kernel_mmap() {
+  if (std::none_of(events_.begin(), events_.end(), [](const EventDescription& e) { return !e.attr.exclude_kernel; }))
+    return;
+  const std::uint64_t text = kernel_text_address();
+  static constexpr char kName[] = "[kernel.kallsyms]_text";  // the symbol after "]" says what pgoff is
+  scratch_.clear();
+  put(scratch_, perf_event_header{PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, 0});
+  put(scratch_, std::int32_t{-1});  // perf's host kernel "pid"
+  put(scratch_, std::int32_t{0});
+  put(scratch_, text);
+  put(scratch_, ~std::uint64_t{0} - text);
+  put(scratch_, text);
+  scratch_.insert(scratch_.end(), kName, kName + sizeof kName - 1);
+  scratch_.resize(detail::align_up(scratch_.size() + 1, 8), 0);
+  append_sample_id(-1, 0, 0, 0);
+  auto size = static_cast<std::uint16_t>(scratch_.size());
+  std::memcpy(scratch_.data() + offsetof(perf_event_header, size), &size, sizeof size);
+  append(scratch_.data(), scratch_.size());
 }
 
 void PerfDataWriter::write_pipe_start() {
