@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <latch>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,6 +39,7 @@
 #include "events/perf_syscall.hpp"
 #include "external_profilers.hpp"
 #include "interleaved.hpp"
+#include "selfperf/error.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -87,34 +89,48 @@ Run measure(Design design, Unwinder unwinder, std::uint64_t hz, int threads) {
   std::vector<Worker> workers(static_cast<std::size_t>(threads));
   Worker idle;
   std::barrier together(threads + 1);
-  std::latch done(threads);
+  // The threads live on until sampling has stopped, then read their CPU clocks: every sample a thread took
+  // falls within the CPU time it reports (the sigtrap event samples a thread until it exits).
+  std::latch done(threads), stopped(1);
+  std::mutex error_mutex;
+  std::string error;  // the first attach that failed: reported once every thread is joined
+  auto attach = [&] {
+    try {
+      if (sampling) sampling->attach();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(error_mutex);
+      if (error.empty()) error = e.what();
+    }
+  };
   std::vector<std::thread> pool;
   const std::uint64_t chunks = chunks_for(threads);
   for (auto& w : workers)
     pool.emplace_back([&, &w = w] {
-      if (sampling) sampling->attach();
+      attach();
       w.tid = selfperf::detail::current_tid();
       together.arrive_and_wait();
       const double t0 = selfperf_bench::thread_cpu_seconds();
       g_sink += selfperf_bench::workload(chunks);
       w.cpu = selfperf_bench::thread_cpu_seconds() - t0;
       done.count_down();
-      if (sampling) sampling->detach();
+      stopped.wait();
       w.life_cpu = selfperf_bench::thread_cpu_seconds();
     });
   pool.emplace_back([&] {
-    if (sampling) sampling->attach();
+    attach();
     idle.tid = selfperf::detail::current_tid();
     together.arrive_and_wait();
-    done.wait();
-    if (sampling) sampling->detach();
+    stopped.wait();
     idle.life_cpu = selfperf_bench::thread_cpu_seconds();
   });
-  for (auto& t : pool) t.join();
-
-  Run run;
+  done.wait();
   RunningDesign::Result result;
   if (sampling) result = sampling->stop();
+  stopped.count_down();
+  for (auto& t : pool) t.join();
+  if (!error.empty()) throw selfperf::Error("a thread could not attach: " + error);
+
+  Run run;
   run.wrong = result.ignored + beyond_own_cpu(result.samples[idle.tid], idle.life_cpu, hz);
   for (const Worker& w : workers) {
     run.cpu += w.cpu;
@@ -298,12 +314,13 @@ void print_summary() {
       }
     }
     const std::size_t n = row.count(Design::sigtrap) ? row.at(Design::sigtrap).ratio.size() : 0;
+    const std::string points =
+        row.count(Design::sigtrap) ? quartiles(row.at(Design::sigtrap).minus_ring, "%+.2f [%+.2f, %+.2f]") : "-";
     std::printf("| %s | %zu | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s | %s | %s |\n", name.c_str(), n,
                 cell(row, Design::ours_ring, &Series::ratio, "%.3f").c_str(),
                 cell(row, Design::ours_signal, &Series::ratio, "%.3f").c_str(),
                 cell(row, Design::sigtrap, &Series::ratio, "%.3f").c_str(),
-                row.count(Design::sigtrap) ? quartiles(row.at(Design::sigtrap).minus_ring, "%+.2f [%+.2f, %+.2f]").c_str()
-                                           : "-",
+                points.c_str(),
                 cell(row, Design::ours_ring, &Series::us_per_sample, "%.1f").c_str(),
                 cell(row, Design::ours_signal, &Series::us_per_sample, "%.1f").c_str(),
                 cell(row, Design::sigtrap, &Series::us_per_sample, "%.1f").c_str(),

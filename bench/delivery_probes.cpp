@@ -496,7 +496,8 @@ std::string under_gdb(const std::string& self, Design d, bool pass) {
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
     if (line == "MARKER") ++markers;
-    const bool ended = line.find("received signal") != std::string::npos || line.find("terminated with") != std::string::npos;
+    const bool ended = line.find("received signal") != std::string::npos ||
+                       line.find("terminated with") != std::string::npos;
     if (ended && received.empty()) received = line;
     if (line.rfind("TARGET samples=", 0) == 0) samples = line.substr(15) + " samples";
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include <fcntl.h>
