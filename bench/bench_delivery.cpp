@@ -65,6 +65,8 @@ struct Run {
   // kernel's cpu-clock runs on local_clock(), which also counts interrupt time the CPU clock may leave out).
   std::uint64_t wrong = 0;
   std::vector<double> rates;  // per worker: samples per CPU second of its life over hz
+  double asked = 0;           // the workers' samples at exactly hz per CPU second of their lives
+  std::uint64_t missed = 0;   // lost (buffer full, coalesced, no slot) or late (sigtrap's ASYNC), all threads
 };
 
 struct Worker {
@@ -136,13 +138,16 @@ Run measure(Design design, Unwinder unwinder, std::uint64_t hz, int threads) {
     run.cpu += w.cpu;
     run.samples += result.samples[w.tid];
     run.rates.push_back(static_cast<double>(result.samples[w.tid]) / w.life_cpu / static_cast<double>(hz));
+    run.asked += w.life_cpu * static_cast<double>(hz);
   }
+  run.missed = result.lost + result.late;
   return run;
 }
 
 // Every iteration's values, per row and design, for the table printed after the run.
 struct Series {
   std::vector<double> ratio, us_per_sample, rate, wrong, minus_ring;
+  double samples = 0, asked = 0, missed = 0;  // summed: the pooled rate, less quantized than one run's
 };
 std::map<std::string, std::map<Design, Series>> g_series;
 std::vector<std::string> g_row_order;
@@ -174,6 +179,9 @@ void BM_delivery(benchmark::State& state, Unwinder unwinder, std::vector<Design>
           s->rate.push_back(median(r.rates));
           s->wrong.push_back(static_cast<double>(r.wrong));
           s->minus_ring.push_back(100 * (r.cpu - runs[Design::ours_ring].cpu) / plain.cpu);
+          s->samples += static_cast<double>(r.samples);
+          s->asked += r.asked;
+          s->missed += static_cast<double>(r.missed);
         }
       }
       state.SetIterationTime(plain.cpu);
@@ -281,10 +289,11 @@ std::string quartiles(std::vector<double> v, const char* format) {
 void print_summary() {
   if (g_row_order.empty()) return;
   std::printf("\nMedians over every iteration (ratio: workers' CPU profiled / unprofiled; pts: sigtrap - ring, "
-              "paired, [q1, q3]; us/sample: extra CPU per sample; rate: samples per CPU second / asked)\n\n");
+              "paired, [q1, q3]; us/sample: extra CPU per sample; rate: workers' samples over their CPU seconds x Hz, "
+              "pooled; missed: lost + late, summed)\n\n");
   std::printf("| unwinder, rate, threads | n | ours ring | ours no ring | sigtrap | sigtrap - ring (pts) | "
-              "us/sample ring / no ring / sigtrap | rate ring / no ring / sigtrap | wrong thread (sum) | "
-              "perf record -g | gperftools (rate) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "us/sample ring / no ring / sigtrap | rate ring / no ring / sigtrap | missed | wrong thread | "
+              "perf record -g | gperftools (rate) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   auto cell = [](const std::map<Design, Series>& row, Design d, auto member, const char* format) {
     auto it = row.find(d);
     if (it == row.end()) return std::string("-");
@@ -294,12 +303,23 @@ void print_summary() {
   };
   for (const std::string& name : g_row_order) {
     const auto& row = g_series[name];
-    std::string wrong;
+    std::string wrong, missed, rate;
     for (Design d : {Design::ours_ring, Design::ours_signal, Design::sigtrap}) {
+      const char* sep = d == Design::ours_ring ? "" : " / ";
+      auto it = row.find(d);
+      if (it == row.end()) {
+        wrong += sep + std::string("-"), missed += sep + std::string("-"), rate += sep + std::string("-");
+        continue;
+      }
       double sum = 0;
-      if (auto it = row.find(d); it != row.end())
-        for (double w : it->second.wrong) sum += w;
-      wrong += (wrong.empty() ? "" : " / ") + (row.count(d) ? std::to_string(static_cast<long>(sum)) : "-");
+      for (double w : it->second.wrong) sum += w;
+      char text[32];
+      std::snprintf(text, sizeof text, "%s%.0f", sep, sum);
+      wrong += text;
+      std::snprintf(text, sizeof text, "%s%.0f", sep, it->second.missed);
+      missed += text;
+      std::snprintf(text, sizeof text, "%s%.3f", sep, it->second.samples / it->second.asked);
+      rate += text;
     }
     std::string perf = "-", gperf = "-";
     if (auto it = g_external.find(name); it != g_external.end()) {
@@ -316,7 +336,7 @@ void print_summary() {
     const std::size_t n = row.count(Design::sigtrap) ? row.at(Design::sigtrap).ratio.size() : 0;
     const std::string points =
         row.count(Design::sigtrap) ? quartiles(row.at(Design::sigtrap).minus_ring, "%+.2f [%+.2f, %+.2f]") : "-";
-    std::printf("| %s | %zu | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s | %s | %s |\n", name.c_str(), n,
+    std::printf("| %s | %zu | %s | %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s |\n", name.c_str(), n,
                 cell(row, Design::ours_ring, &Series::ratio, "%.3f").c_str(),
                 cell(row, Design::ours_signal, &Series::ratio, "%.3f").c_str(),
                 cell(row, Design::sigtrap, &Series::ratio, "%.3f").c_str(),
@@ -324,9 +344,7 @@ void print_summary() {
                 cell(row, Design::ours_ring, &Series::us_per_sample, "%.1f").c_str(),
                 cell(row, Design::ours_signal, &Series::us_per_sample, "%.1f").c_str(),
                 cell(row, Design::sigtrap, &Series::us_per_sample, "%.1f").c_str(),
-                cell(row, Design::ours_ring, &Series::rate, "%.3f").c_str(),
-                cell(row, Design::ours_signal, &Series::rate, "%.3f").c_str(),
-                cell(row, Design::sigtrap, &Series::rate, "%.3f").c_str(), wrong.c_str(), perf.c_str(), gperf.c_str());
+                rate.c_str(), missed.c_str(), wrong.c_str(), perf.c_str(), gperf.c_str());
   }
 }
 
