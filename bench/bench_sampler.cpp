@@ -35,23 +35,24 @@
 #include "selfperf/sampler.hpp"
 #include "selfperf/tsc_clock.hpp"
 #include "selfperf/unwind.hpp"
+#include "external_profilers.hpp"
+#include "workload.hpp"
 
 using selfperf::Sampler;
 using selfperf::Unwinder;
 
 namespace {
 
-// ---------- stacks of a chosen depth ----------
+using selfperf_bench::at_depth;
+using selfperf_bench::gperftools_samples;
+using selfperf_bench::kGperftools;
+using selfperf_bench::median;
+using selfperf_bench::process_cpu_seconds;
+using selfperf_bench::read_seconds;
+using selfperf_bench::run_child;
+using selfperf_bench::workload;
 
-template <typename Fn>
-[[gnu::noinline]] void at_depth(int depth, Fn& fn) {
-  if (depth <= 1) {
-    fn();
-  } else {
-    at_depth(depth - 1, fn);
-  }
-  asm volatile("" ::: "memory");  // not a tail call: each level keeps its frame
-}
+// ---------- stacks of a chosen depth ----------
 
 // The same depth made of distinct functions (one instantiation per level): every frame has its own return
 // address, as in a deep call chain that is not recursion.
@@ -128,12 +129,6 @@ double now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return 1e9 * static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
 }
 
 // ---------- the floor: a bare handler, and one that walks frame pointers ----------
@@ -371,29 +366,6 @@ void BM_handler_called(benchmark::State& state, bool floor, Unwinder unwinder) {
 
 // ---------- whole-process overhead ----------
 
-[[gnu::noinline]] std::uint64_t burn(std::uint64_t n) {
-  std::uint64_t x = n;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005u + 1442695040888963407u;
-    asm volatile("" : "+r"(x));
-  }
-  return x;
-}
-
-// A workload with some depth, so unwinders have stacks to walk.
-[[gnu::noinline]] std::uint64_t workload(std::uint64_t chunks) {
-  std::uint64_t sum = 0;
-  auto step = [&] { for (std::uint64_t c = 0; c < chunks; ++c) sum += burn(200'000); };
-  at_depth(12, step);
-  return sum;
-}
-
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 constexpr std::uint64_t kChunks = 150;  // ~50-100 ms of CPU per measurement
 std::uint64_t g_sink = 0;
 
@@ -446,31 +418,6 @@ void BM_overhead(benchmark::State& state, Unwinder unwinder, Sampler::Rearm rear
 // `perf record -F hz -g` on the same workload in a child process: the workload's own process CPU time (the
 // child measures it around the workload and writes it to a file) with perf over without; perf's own process
 // (start-up, build-id collection) is not counted, as the sampler's drain thread would not be either.
-bool run_child(const std::vector<std::string>& argv) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-double read_seconds(const std::string& path) {
-  double v = -1;
-  if (FILE* f = std::fopen(path.c_str(), "r")) {
-    if (std::fscanf(f, "%lf", &v) != 1) v = -1;
-    std::fclose(f);
-  }
-  return v;
-}
-
 std::string g_self;
 
 // Process CPU seconds of the workload in a child, without and then under `perf record -F hz -g`; {0, 0} when
@@ -509,28 +456,6 @@ void BM_perf_record(benchmark::State& state) {
 // gperftools' CPU profiler (libprofiler, preloaded; CPUPROFILE_FREQUENCY=hz) on the same workload in a child:
 // its ratio, and the samples its profile holds per CPU second (a process-wide ITIMER_PROF: one signal per
 // tick for the whole process, which it was seen to deliver at a quarter of the rate asked).
-constexpr const char* kGperftools = "/usr/lib/x86_64-linux-gnu/libprofiler.so.0";
-
-// Samples in a gperftools CPU profile: machine words, a 5-word header (0, 3, 0, period in µs, 0), then records
-// (count, depth, depth pcs) up to the trailer (0, 1, 0). -1 when the file is not one.
-double gperftools_samples(const std::string& path) {
-  std::vector<std::uintptr_t> words;
-  if (FILE* f = std::fopen(path.c_str(), "rb")) {
-    std::uintptr_t w = 0;
-    while (std::fread(&w, sizeof w, 1, f) == 1) words.push_back(w);
-    std::fclose(f);
-  }
-  if (words.size() < 8 || words[0] != 0 || words[1] != 3) return -1;
-  double samples = 0;
-  for (std::size_t i = 5; i + 1 < words.size();) {
-    const std::uintptr_t count = words[i], depth = words[i + 1];
-    if (count == 0 && depth == 1) return samples;  // the trailer
-    samples += static_cast<double>(count);
-    i += 2 + depth;
-  }
-  return -1;
-}
-
 void BM_gperftools(benchmark::State& state) {
   const auto hz = static_cast<std::uint64_t>(state.range(0));
   if (access(kGperftools, R_OK) != 0) {
