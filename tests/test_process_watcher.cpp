@@ -6,6 +6,8 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -113,6 +115,17 @@ struct Pipe {
   void send(char c = 'x') const { REQUIRE(::write(fd[1], &c, 1) == 1); }
 };
 
+// Kills and reaps a child the test did not reap itself (a failed REQUIRE), so that no child outlives the test.
+struct Reaper {
+  pid_t pid;
+  ~Reaper() {
+    if (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
 bool byte_waiting(int fd) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, 0) == 1;
@@ -152,6 +165,7 @@ TEST_CASE("watches a child process and the thread it starts after the attach; it
   REQUIRE(::pipe(stop) == 0);
   const pid_t child = spawn_worker(go[0], stop[0]);
   REQUIRE(child > 0);
+  Reaper reaper{child};
   selfperf::ProcessWatcher watcher(user_sampling(999), "cpu-clock");
   const auto tids = watcher.add(child);
   REQUIRE(!tids.empty());
@@ -231,6 +245,7 @@ TEST_CASE("add names a missing process; remove closes a watched one") {
     char c;
     ::_exit(::read(go[0], &c, 1) == 1 ? 0 : 1);
   }
+  Reaper reaper{child};
   REQUIRE(watcher.add(child).size() >= 1);
   CHECK(watcher.channels() >= 1);
   CHECK(watcher.remove(child));
@@ -247,11 +262,13 @@ TEST_CASE("follows a process a watched one forks after the attach; each exit is 
   Pipe go, stop;
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
+  Reaper reaper{child};
   if (child == 0) {
     char c;
     if (::read(go.in(), &c, 1) != 1) ::_exit(2);
     const pid_t grandchild = ::fork();
     if (grandchild == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the Reaper's kill of its parent ends it too
       while (!byte_waiting(stop.in())) spin(10000);
       ::_exit(0);
     }
@@ -315,6 +332,7 @@ TEST_CASE("with inherit off, neither a forked process nor a new thread is follow
   Pipe go;
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
+  Reaper reaper{child};
   if (child == 0) {
     char c;
     if (::read(go.in(), &c, 1) != 1) ::_exit(2);
@@ -394,6 +412,7 @@ TEST_CASE("rescan opens the threads not watched yet and marks those gone, which 
   Pipe commands, tids;
   const pid_t child = spawn_thread_server(commands, tids);
   REQUIRE(child > 0);
+  Reaper reaper{child};
   // Without inherit nothing follows the new thread: rescan is what finds it.
   selfperf::ProcessWatcher watcher(user_sampling(99), "cpu-clock", {.inherit = false});
   const auto first = watcher.add(child);
@@ -431,7 +450,9 @@ TEST_CASE("rescan opens the threads not watched yet and marks those gone, which 
 TEST_CASE("update makes the watched set the list given, all or nothing") {
   Pipe commands_a, tids_a, commands_b, tids_b;
   const pid_t a = spawn_thread_server(commands_a, tids_a);
+  Reaper reap_a{a};
   const pid_t b = spawn_thread_server(commands_b, tids_b);
+  Reaper reap_b{b};
   REQUIRE(a > 0);
   REQUIRE(b > 0);
   pid_t dead = ::fork();
@@ -483,6 +504,7 @@ TEST_CASE("add skips a thread that has exited while it lists them, and counts it
   Pipe stop, ready;
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
+  Reaper reaper{child};
   if (child == 0) {
     pthread_t t;
     static int stop_fd;
@@ -518,6 +540,7 @@ TEST_CASE("add under threads that come and go: never fails for them, never leave
   Pipe stop;
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
+  Reaper reaper{child};
   if (child == 0) {
     // Two threads at a time start and end as fast as they can.
     auto churn = [&] {
@@ -553,6 +576,7 @@ TEST_CASE("a real error in the middle of add (out of descriptors) leaves nothing
   Pipe stop, ready;
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
+  Reaper reaper{child};
   if (child == 0) {
     std::vector<std::thread> threads;
     for (int i = 0; i < 4; ++i)
