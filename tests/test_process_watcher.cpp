@@ -258,7 +258,7 @@ TEST_CASE("add names a missing process; remove closes a watched one") {
   ::close(go[1]);
 }
 
-TEST_CASE("follows a process a watched one forks after the attach; each exit is reported once") {
+TEST_CASE("follows a process a watched one forks after the attach, its exec too; each exit is reported once") {
   Pipe go, stop;
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -270,7 +270,8 @@ TEST_CASE("follows a process a watched one forks after the attach; each exit is 
     if (grandchild == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the Reaper's kill of its parent ends it too
       while (!byte_waiting(stop.in())) spin(10000);
-      ::_exit(0);
+      ::execl("/bin/true", "true", static_cast<char*>(nullptr));  // watched by now: its COMM comes as a record
+      ::_exit(4);
     }
     ::_exit(grandchild > 0 && ::waitpid(grandchild, nullptr, 0) == grandchild ? 0 : 3);
   }
@@ -282,8 +283,13 @@ TEST_CASE("follows a process a watched one forks after the attach; each exit is 
   std::size_t grandchild_samples = 0;
   std::vector<selfperf::FollowedProcess> followed;
   std::vector<pid_t> exits;
+  std::string exec_name;
   auto on_record = [&](const selfperf::RecordView& r) {
-    if (r.type() == PERF_RECORD_FORK) {
+    if (r.type() == PERF_RECORD_COMM) {
+      selfperf::CommRecord c;
+      REQUIRE(selfperf::decode_comm(r, format, c) == selfperf::DecodeStatus::ok);
+      if (forked != 0 && c.pid == static_cast<std::uint32_t>(forked) && c.exec) exec_name = c.comm;
+    } else if (r.type() == PERF_RECORD_FORK) {
       selfperf::TaskRecord t;
       REQUIRE(selfperf::decode_task(r, format, t) == selfperf::DecodeStatus::ok);
       if (t.ppid == static_cast<std::uint32_t>(child) && t.pid != t.ppid) {
@@ -322,6 +328,7 @@ TEST_CASE("follows a process a watched one forks after the attach; each exit is 
   std::vector<pid_t> both{child, forked};
   std::sort(both.begin(), both.end());
   CHECK(exits == both);  // each once
+  CHECK(exec_name == "true");
   CHECK(watcher.channels() == 0);
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);

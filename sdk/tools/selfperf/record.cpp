@@ -33,6 +33,7 @@ constexpr const char* kUsage =
     "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [--summary-json JSON] [-q]\n"
     "                       -- CMD [ARG...]\n"
     "       selfperf record -p PID[,PID...] [-o FILE] [-F HZ] [-e EVENT] [--call-graph kernel|fp] [--duration SECONDS]\n"
+    "                       [--no-inherit]\n"
     "  Profiles CMD and every process it starts (wrappers, fork, exec) into FILE (default perf.data), which\n"
     "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
     "  -o -      pipe-mode perf.data to standard output (selfperf record -o - -- CMD | perf report -i -); CMD's\n"
@@ -43,12 +44,13 @@ constexpr const char* kUsage =
     "  --summary-json JSON  also write the summary as JSON (processes, threads, samples, lost by cause, rate\n"
     "            lowered, files written, and each process's own: docs/formats.md), also when nothing was sampled\n"
     "  -q        no summary on stderr\n"
-    "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads they start later\n"
-    "            (not the processes they fork), user space only, until Ctrl-C/SIGTERM, --duration, or all of\n"
+    "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads and processes they\n"
+    "            start later (as perf record -p), user space only, until Ctrl-C/SIGTERM, --duration, or all of\n"
     "            them have exited.\n"
     "            Call chains from the kernel's frame-pointer walk (--call-graph kernel, the default; fp is the\n"
     "            same; dwarf is not done for -p yet)\n"
-    "  --duration SECONDS  with -p: stop after this long\n";
+    "  --duration SECONDS  with -p: stop after this long\n"
+    "  -i, --no-inherit  with -p: only the threads there at the attach, not the threads and processes they start\n";
 
 struct RecordArgs {
   fs::path output = "perf.data";
@@ -61,6 +63,7 @@ struct RecordArgs {
   std::vector<pid_t> pids;
   std::string call_graph;
   double duration = 0;
+  bool inherit = true;
 };
 
 RecordArgs parse_record(int argc, char** argv) {
@@ -75,6 +78,8 @@ RecordArgs parse_record(int argc, char** argv) {
     else if (o.is("-p", "--pid")) {
       const std::string list = o.value();
       if (!parse_pid_list(list, a.pids)) o.fail("-p " + list + ": give process ids, as in -p 1234 or -p 1234,5678");
+    } else if (o.is("-i", "--no-inherit")) {
+      a.inherit = false;
     } else if (o.is("--duration")) {
       const std::string v = o.value();
       char* end = nullptr;
@@ -103,6 +108,7 @@ RecordArgs parse_record(int argc, char** argv) {
     return a;
   }
   if (a.duration > 0) o.fail("--duration is for -p; a command is recorded until it exits");
+  if (!a.inherit) o.fail("--no-inherit is for -p; a command's whole process tree is recorded");
   if (a.command.empty()) o.fail("give the command to profile after --, or -p PID");
   return a;
 }
@@ -204,7 +210,7 @@ std::vector<fs::path> profiles_in(const fs::path& dir) {
 int record(int argc, char** argv) {
   const RecordArgs a = parse_record(argc, argv);
   if (!a.pids.empty())
-    return record_pids({a.pids, a.output, a.frequency, a.event, a.call_graph, a.duration, a.quiet});
+    return record_pids({a.pids, a.output, a.frequency, a.event, a.call_graph, a.duration, a.quiet, a.inherit});
   const bool to_stdout = a.output == "-";
   if (to_stdout && ::isatty(STDOUT_FILENO)) {
     std::fprintf(stderr, "selfperf record: -o -: standard output is a terminal; pipe it (| perf report -i -) or "

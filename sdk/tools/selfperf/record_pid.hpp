@@ -17,6 +17,7 @@ struct RecordPidArgs {
   std::string call_graph;  // kernel (default) or fp; dwarf is not done yet
   double duration = 0;     // seconds; 0: until interrupted or every process exited
   bool quiet = false;
+  bool inherit = true;     // follow the threads and processes started later (--no-inherit: false)
 };
 
 // Parses "PID[,PID...]"; false on anything else.
