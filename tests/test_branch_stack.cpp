@@ -80,18 +80,21 @@ void write_samples(const std::filesystem::path& path, bool hw_index, bool pipe) 
   w.close();
 }
 
-std::string run(const std::string& command) {
-  std::string out;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    if (::pclose(p) != 0) out += "\n<exit status non-zero>";
+// Calls check(path, hw_index, pipe) on a file of the samples above written each way: file and pipe mode, with
+// and without the hardware index.
+template <class Check>
+void for_each_file(Check check) {
+  test::TempDir dir;
+  for (bool hw_index : {false, true}) {
+    for (bool pipe : {false, true}) {
+      CAPTURE(hw_index);
+      CAPTURE(pipe);
+      const auto path = dir / (std::string("branches") + (hw_index ? "-idx" : "") + (pipe ? ".pipe" : ".data"));
+      write_samples(path, hw_index, pipe);
+      check(path, hw_index, pipe);
+    }
   }
-  return out;
 }
-
-bool perf_available() { return run("command -v perf").find('/') == 0; }
 
 // What perf script -F brstack prints for an entry: FROM/TO/M|P|-/X|-/A|-/CYCLES (then /TYPE).
 std::string perf_text(const perf_branch_entry& b) {
@@ -124,68 +127,54 @@ std::vector<std::vector<std::string>> script_samples(const std::string& text) {
 }  // namespace
 
 TEST_CASE("branch stacks are written to perf.data and read back exactly, hardware index included") {
-  test::TempDir dir;
-  for (bool hw_index : {false, true}) {
-    for (bool pipe : {false, true}) {
-      CAPTURE(hw_index);
-      CAPTURE(pipe);
-      const auto path = dir / (std::string("branches") + (hw_index ? "-idx" : "") + (pipe ? ".pipe" : ".data"));
-      write_samples(path, hw_index, pipe);
-      PerfDataReader r{path};
-      REQUIRE(r.events().size() == 1);
-      const auto& attr = r.events()[0].attr;
-      CHECK((attr.sample_type & PERF_SAMPLE_BRANCH_STACK) != 0);
-      CHECK(attr.branch_sample_type == branch_event(hw_index).attr.branch_sample_type);
-      if (!pipe) CHECK(r.has_feature(PerfFeature::branch_stack));
-      std::size_t i = 0;
-      PerfRecord rec;
-      while (r.next_record(rec)) {
-        if (rec.type != PERF_RECORD_SAMPLE) continue;
-        REQUIRE(i < kStacks.size());
-        const DecodedSample s = r.decode_sample(rec);
-        CHECK(s.ip == kIps[i]);
-        REQUIRE(s.branches.size() == kStacks[i].size());
-        for (std::size_t k = 0; k < s.branches.size(); ++k) {
-          CAPTURE(k);
-          CHECK(perf_text(s.branches[k]) == perf_text(kStacks[i][k]));
-          CHECK(s.branches[k].type == kStacks[i][k].type);
-        }
-        CHECK(s.branch_hw_index == (hw_index ? 10 + i : 0));
-        ++i;
+  for_each_file([](const std::filesystem::path& path, bool hw_index, bool pipe) {
+    PerfDataReader r{path};
+    REQUIRE(r.events().size() == 1);
+    const auto& attr = r.events()[0].attr;
+    CHECK((attr.sample_type & PERF_SAMPLE_BRANCH_STACK) != 0);
+    CHECK(attr.branch_sample_type == branch_event(hw_index).attr.branch_sample_type);
+    if (!pipe) CHECK(r.has_feature(PerfFeature::branch_stack));
+    std::size_t i = 0;
+    PerfRecord rec;
+    while (r.next_record(rec)) {
+      if (rec.type != PERF_RECORD_SAMPLE) continue;
+      REQUIRE(i < kStacks.size());
+      const DecodedSample s = r.decode_sample(rec);
+      CHECK(s.ip == kIps[i]);
+      REQUIRE(s.branches.size() == kStacks[i].size());
+      for (std::size_t k = 0; k < s.branches.size(); ++k) {
+        CAPTURE(k);
+        CHECK(perf_text(s.branches[k]) == perf_text(kStacks[i][k]));
+        CHECK(s.branches[k].type == kStacks[i][k].type);
       }
-      CHECK(i == kStacks.size());
+      CHECK(s.branch_hw_index == (hw_index ? 10 + i : 0));
+      ++i;
     }
-  }
+    CHECK(i == kStacks.size());
+  });
 }
 
 TEST_CASE("perf script -F ip,brstack shows the branches written, pairs and flags") {
-  if (!perf_available()) {
+  if (!test::perf_available()) {
     MESSAGE("skipped: perf is not installed (apt-get install linux-perf)");
     return;
   }
-  test::TempDir dir;
-  for (bool hw_index : {false, true}) {
-    for (bool pipe : {false, true}) {
-      CAPTURE(hw_index);
-      CAPTURE(pipe);
-      const auto path = dir / (std::string("branches") + (hw_index ? "-idx" : "") + (pipe ? ".pipe" : ".data"));
-      write_samples(path, hw_index, pipe);
-      const std::string input = pipe ? " -i - < " + path.string() : " -i " + path.string();
-      const std::string text = run("perf script -F ip,brstack" + input + " 2>&1");
-      INFO("perf script said:\n", text);
-      REQUIRE(text.find("<exit status non-zero>") == std::string::npos);
-      const auto samples = script_samples(text);
-      REQUIRE(samples.size() == kStacks.size());
-      for (std::size_t i = 0; i < kStacks.size(); ++i) {
-        CAPTURE(i);
-        char ip[32];
-        std::snprintf(ip, sizeof ip, "%llx", static_cast<unsigned long long>(kIps[i]));
-        std::vector<std::string> expected{ip};
-        for (const auto& b : kStacks[i]) expected.push_back(perf_text(b));
-        CHECK(samples[i] == expected);
-      }
+  for_each_file([](const std::filesystem::path& path, bool, bool pipe) {
+    const std::string input = pipe ? " -i - < " + path.string() : " -i " + path.string();
+    const std::string text = test::run("perf script -F ip,brstack" + input + " 2>&1");
+    INFO("perf script said:\n", text);
+    REQUIRE(text.find("<exit status non-zero>") == std::string::npos);
+    const auto samples = script_samples(text);
+    REQUIRE(samples.size() == kStacks.size());
+    for (std::size_t i = 0; i < kStacks.size(); ++i) {
+      CAPTURE(i);
+      char ip[32];
+      std::snprintf(ip, sizeof ip, "%llx", static_cast<unsigned long long>(kIps[i]));
+      std::vector<std::string> expected{ip};
+      for (const auto& b : kStacks[i]) expected.push_back(perf_text(b));
+      CHECK(samples[i] == expected);
     }
-  }
+  });
 }
 
 TEST_CASE("asking for a branch stack where the machine records none names it and the remedy") {

@@ -41,24 +41,6 @@ void spin(unsigned long n) {
   for (unsigned long i = 0; i < n; ++i) sink = sink + i;
 }
 
-// A child that waits for a byte on `go`, spins, then starts a thread that spins until a byte on `stop`, and exits.
-pid_t spawn_worker(int go_read, int stop_read) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    char c;
-    if (::read(go_read, &c, 1) != 1) ::_exit(2);
-    spin(50'000'000);
-    std::atomic<bool> done{false};
-    std::thread t([&] {
-      while (!done.load(std::memory_order_relaxed)) spin(1000);
-    });
-    if (::read(stop_read, &c, 1) != 1) ::_exit(3);
-    done = true;
-    t.join();
-    ::_exit(0);
-  }
-  return pid;
-}
 
 perf_event_attr user_sampling(std::uint64_t hz) {
   perf_event_attr attr = selfperf::callchain_sampling_attr(
@@ -115,16 +97,56 @@ struct Pipe {
   void send(char c = 'x') const { REQUIRE(::write(fd[1], &c, 1) == 1); }
 };
 
-// Kills and reaps a child the test did not reap itself (a failed REQUIRE), so that no child outlives the test.
-struct Reaper {
-  pid_t pid;
-  ~Reaper() {
-    if (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
+// A forked child running `body` (whose result is its exit status). One the test did not reap (a failed
+// REQUIRE) is killed and reaped with this object, so that no child outlives the test.
+class Child {
+ public:
+  template <class Body>
+  explicit Child(Body&& body) : pid_(::fork()) {
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) ::_exit(body());
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
     }
   }
+  pid_t pid() const { return pid_; }
+  // Waits for it; its exit status (128 + the signal when one killed it).
+  int wait() {
+    int status = 0;
+    REQUIRE(::waitpid(pid_, &status, 0) == pid_);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_;
 };
+
+// A child's body: waits for a byte on `go`, spins, then starts a thread that spins until a byte on `stop`.
+int spin_then_start_a_thread(int go_read, int stop_read) {
+  char c;
+  if (::read(go_read, &c, 1) != 1) return 2;
+  spin(50'000'000);
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    while (!done.load(std::memory_order_relaxed)) spin(1000);
+  });
+  if (::read(stop_read, &c, 1) != 1) return 3;
+  done = true;
+  t.join();
+  return 0;
+}
+
+// A pid no process has (a child that exited and was reaped), until the kernel hands it out again.
+pid_t reaped_pid() {
+  Child dead([] { return 0; });
+  dead.wait();
+  return dead.pid();
+}
 
 bool byte_waiting(int fd) {
   pollfd p{fd, POLLIN, 0};
@@ -160,12 +182,9 @@ selfperf::SampleFormat tid_time_format() {
 }  // namespace
 
 TEST_CASE("watches a child process and the thread it starts after the attach; its exit is reported once") {
-  int go[2], stop[2];
-  REQUIRE(::pipe(go) == 0);
-  REQUIRE(::pipe(stop) == 0);
-  const pid_t child = spawn_worker(go[0], stop[0]);
-  REQUIRE(child > 0);
-  Reaper reaper{child};
+  Pipe go, stop;
+  Child worker([&] { return spin_then_start_a_thread(go.in(), stop.in()); });
+  const pid_t child = worker.pid();
   selfperf::ProcessWatcher watcher(user_sampling(999), "cpu-clock");
   const auto tids = watcher.add(child);
   REQUIRE(!tids.empty());
@@ -193,7 +212,7 @@ TEST_CASE("watches a child process and the thread it starts after the attach; it
     }
   };
   auto on_exit = [&](pid_t pid) { exits.push_back(pid); };
-  REQUIRE(::write(go[1], "x", 1) == 1);
+  go.send();
   // Until the new thread's samples arrive: they need its FORK read and its event opened. A hang guard, not
   // a timed assertion.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -208,7 +227,7 @@ TEST_CASE("watches a child process and the thread it starts after the attach; it
   CHECK(late_thread_sampled());
   CHECK(sampled.count(child) == 1);  // the main thread's 50M iterations
   CHECK(watcher.channels() >= 2);
-  REQUIRE(::write(stop[1], "x", 1) == 1);
+  stop.send();
   while (exits.empty() && std::chrono::steady_clock::now() < give_up)
     watcher.poll(std::chrono::milliseconds(10), on_record, on_exit);
   CHECK(exits == std::vector<pid_t>{child});
@@ -217,17 +236,12 @@ TEST_CASE("watches a child process and the thread it starts after the attach; it
   CHECK(watcher.empty());
   CHECK(watcher.channels() == 0);
   CHECK(watcher.stats().samples >= sampled.size());  // kept from the closed channels
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK(WIFEXITED(status));
-  for (int fd : {go[0], go[1], stop[0], stop[1]}) ::close(fd);
+  CHECK(worker.wait() == 0);
 }
 
 TEST_CASE("add names a missing process; remove closes a watched one") {
   selfperf::ProcessWatcher watcher(user_sampling(99), "cpu-clock");
-  pid_t dead = ::fork();
-  if (dead == 0) ::_exit(0);
-  REQUIRE(::waitpid(dead, nullptr, 0) == dead);  // reaped: no process has that pid now (until reuse)
+  const pid_t dead = reaped_pid();
   try {
     watcher.add(dead);
     FAIL("add of a reaped pid did not throw");
@@ -238,43 +252,37 @@ TEST_CASE("add names a missing process; remove closes a watched one") {
   CHECK(watcher.empty());
   CHECK_THROWS_AS(watcher.add(0), selfperf::Error);
 
-  int go[2];
-  REQUIRE(::pipe(go) == 0);
-  pid_t child = ::fork();
-  if (child == 0) {
+  Pipe go;
+  Child waiter([&] {
     char c;
-    ::_exit(::read(go[0], &c, 1) == 1 ? 0 : 1);
-  }
-  Reaper reaper{child};
+    return ::read(go.in(), &c, 1) == 1 ? 0 : 1;
+  });
+  const pid_t child = waiter.pid();
   REQUIRE(watcher.add(child).size() >= 1);
   CHECK(watcher.channels() >= 1);
   CHECK(watcher.remove(child));
   CHECK_FALSE(watcher.remove(child));
   CHECK(watcher.channels() == 0);
   CHECK(watcher.empty());
-  REQUIRE(::write(go[1], "x", 1) == 1);
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
-  ::close(go[0]);
-  ::close(go[1]);
+  go.send();
+  CHECK(waiter.wait() == 0);
 }
 
 TEST_CASE("follows a process a watched one forks after the attach, its exec too; each exit is reported once") {
   Pipe go, stop;
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  Reaper reaper{child};
-  if (child == 0) {
+  Child parent([&] {
     char c;
-    if (::read(go.in(), &c, 1) != 1) ::_exit(2);
+    if (::read(go.in(), &c, 1) != 1) return 2;
     const pid_t grandchild = ::fork();
     if (grandchild == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the Reaper's kill of its parent ends it too
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the kill of its parent by ~Child ends it too
       while (!byte_waiting(stop.in())) spin(10000);
       ::execl("/bin/true", "true", static_cast<char*>(nullptr));  // watched by now: its COMM comes as a record
       ::_exit(4);
     }
-    ::_exit(grandchild > 0 && ::waitpid(grandchild, nullptr, 0) == grandchild ? 0 : 3);
-  }
+    return grandchild > 0 && ::waitpid(grandchild, nullptr, 0) == grandchild ? 0 : 3;
+  });
+  const pid_t child = parent.pid();
   selfperf::ProcessWatcher watcher(user_sampling(999), "cpu-clock");
   REQUIRE(!watcher.add(child).empty());
   const auto format = watcher.format();
@@ -330,19 +338,14 @@ TEST_CASE("follows a process a watched one forks after the attach, its exec too;
   CHECK(exits == both);  // each once
   CHECK(exec_name == "true");
   CHECK(watcher.channels() == 0);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(parent.wait() == 0);
 }
 
 TEST_CASE("with inherit off, neither a forked process nor a new thread is followed") {
   Pipe go;
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  Reaper reaper{child};
-  if (child == 0) {
+  Child parent([&] {
     char c;
-    if (::read(go.in(), &c, 1) != 1) ::_exit(2);
+    if (::read(go.in(), &c, 1) != 1) return 2;
     std::thread t([] { spin(20'000'000); });
     const pid_t grandchild = ::fork();
     if (grandchild == 0) {
@@ -350,8 +353,9 @@ TEST_CASE("with inherit off, neither a forked process nor a new thread is follow
       ::_exit(0);
     }
     t.join();
-    ::_exit(grandchild > 0 && ::waitpid(grandchild, nullptr, 0) == grandchild ? 0 : 3);
-  }
+    return grandchild > 0 && ::waitpid(grandchild, nullptr, 0) == grandchild ? 0 : 3;
+  });
+  const pid_t child = parent.pid();
   selfperf::ProcessWatcher watcher(user_sampling(999), "cpu-clock", {.inherit = false});
   const auto at_attach = watcher.add(child);
   REQUIRE(!at_attach.empty());
@@ -375,16 +379,14 @@ TEST_CASE("with inherit off, neither a forked process nor a new thread is follow
   CHECK(foreign == 0);
   CHECK(follows == 0);
   CHECK(watcher.followed_processes() == 0);
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  CHECK(parent.wait() == 0);
 }
 
 namespace {
 
-// A child that starts a thread on 's' (which reports its tid on `tids` and waits for 'e'), ends it on 'e'
-// (answering on `tids` once it is joined), and exits on 'q'.
-pid_t spawn_thread_server(const Pipe& commands, const Pipe& tids) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
+// A child's body: starts a thread on 's' (which reports its tid on `tids` and waits for 'e'), ends it on 'e'
+// (answering on `tids` once it is joined), and returns on 'q' (ending a thread still running).
+int serve_threads(const Pipe& commands, const Pipe& tids) {
   Pipe end;
   std::thread t;
   for (char c; ::read(commands.in(), &c, 1) == 1;) {
@@ -401,10 +403,14 @@ pid_t spawn_thread_server(const Pipe& commands, const Pipe& tids) {
       const pid_t done = 0;
       if (::write(tids.out(), &done, sizeof done) != sizeof done) ::_exit(6);
     } else if (c == 'q') {
-      ::_exit(0);
+      if (t.joinable()) {
+        end.send();
+        t.join();
+      }
+      return 0;
     }
   }
-  ::_exit(7);
+  return 7;
 }
 
 pid_t read_pid(const Pipe& p) {
@@ -417,9 +423,8 @@ pid_t read_pid(const Pipe& p) {
 
 TEST_CASE("rescan opens the threads not watched yet and marks those gone, which the next poll closes") {
   Pipe commands, tids;
-  const pid_t child = spawn_thread_server(commands, tids);
-  REQUIRE(child > 0);
-  Reaper reaper{child};
+  Child server([&] { return serve_threads(commands, tids); });
+  const pid_t child = server.pid();
   // Without inherit nothing follows the new thread: rescan is what finds it.
   selfperf::ProcessWatcher watcher(user_sampling(99), "cpu-clock", {.inherit = false});
   const auto first = watcher.add(child);
@@ -446,7 +451,7 @@ TEST_CASE("rescan opens the threads not watched yet and marks those gone, which 
   CHECK(watcher.rescan(12345678).opened.empty());  // not watched: nothing
 
   commands.send('q');
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  REQUIRE(server.wait() == 0);
   changes = watcher.rescan(child);  // gone (reaped): every thread is
   CHECK(changes.gone == first);
   watcher.poll(std::chrono::milliseconds(0), [](const selfperf::RecordView&) {}, [&](pid_t p) { exits.push_back(p); });
@@ -456,15 +461,10 @@ TEST_CASE("rescan opens the threads not watched yet and marks those gone, which 
 
 TEST_CASE("update makes the watched set the list given, all or nothing") {
   Pipe commands_a, tids_a, commands_b, tids_b;
-  const pid_t a = spawn_thread_server(commands_a, tids_a);
-  Reaper reap_a{a};
-  const pid_t b = spawn_thread_server(commands_b, tids_b);
-  Reaper reap_b{b};
-  REQUIRE(a > 0);
-  REQUIRE(b > 0);
-  pid_t dead = ::fork();
-  if (dead == 0) ::_exit(0);
-  REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+  Child server_a([&] { return serve_threads(commands_a, tids_a); });
+  Child server_b([&] { return serve_threads(commands_b, tids_b); });
+  const pid_t a = server_a.pid(), b = server_b.pid();
+  const pid_t dead = reaped_pid();
 
   selfperf::ProcessWatcher watcher(user_sampling(99), "cpu-clock", {.inherit = false});
   const std::vector<pid_t> both{a, b};
@@ -501,32 +501,30 @@ TEST_CASE("update makes the watched set the list given, all or nothing") {
   CHECK(watcher.empty());
   CHECK(watcher.channels() == 0);
   for (const Pipe* p : {&commands_a, &commands_b}) p->send('q');
-  REQUIRE(::waitpid(a, nullptr, 0) == a);
-  REQUIRE(::waitpid(b, nullptr, 0) == b);
+  CHECK(server_a.wait() == 0);
+  CHECK(server_b.wait() == 0);
 }
 
 TEST_CASE("add skips a thread that has exited while it lists them, and counts it") {
   // A process whose main thread has exited while another runs: /proc/PID/task still lists the
   // leader, a zombie, and perf_event_open on it fails with ESRCH, as on any thread gone since the listing.
   Pipe stop, ready;
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  Reaper reaper{child};
-  if (child == 0) {
-    pthread_t t;
+  Child process([&] {
     static int stop_fd;
     stop_fd = stop.in();
+    pthread_t t;
     if (pthread_create(&t, nullptr, [](void*) -> void* {
           char c;
-          if (::read(stop_fd, &c, 1) != 1) ::_exit(2);
-          ::_exit(0);
+          ::_exit(::read(stop_fd, &c, 1) == 1 ? 0 : 2);
         }, nullptr) != 0)
-      ::_exit(3);
+      return 3;
     ready.send();
     // The leader alone ends: the exit system call, not pthread_exit, whose unwinding would run this test's
     // destructors (closing the pipes the other thread waits on).
     ::syscall(SYS_exit, 0);
-  }
+    return 4;
+  });
+  const pid_t child = process.pid();
   char c;
   REQUIRE(::read(ready.in(), &c, 1) == 1);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -540,15 +538,12 @@ TEST_CASE("add skips a thread that has exited while it lists them, and counts it
   CHECK(watcher.vanished_threads() == 1);  // once, though listed again
   CHECK(watcher.pids() == std::vector<pid_t>{child});
   stop.send();
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  CHECK(process.wait() == 0);
 }
 
 TEST_CASE("add under threads that come and go: never fails for them, never leaves a partial watch") {
   Pipe stop;
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  Reaper reaper{child};
-  if (child == 0) {
+  Child churner([&] {
     // Two threads at a time start and end as fast as they can.
     auto churn = [&] {
       while (!byte_waiting(stop.in())) std::thread([] { spin(1000); }).join();
@@ -556,8 +551,9 @@ TEST_CASE("add under threads that come and go: never fails for them, never leave
     std::thread a(churn), b(churn);
     a.join();
     b.join();
-    ::_exit(0);
-  }
+    return 0;
+  });
+  const pid_t child = churner.pid();
   selfperf::ProcessWatcher watcher(user_sampling(99), "cpu-clock");
   std::size_t opened = 0;
   for (int round = 0; round < 200; ++round) {
@@ -576,26 +572,23 @@ TEST_CASE("add under threads that come and go: never fails for them, never leave
   MESSAGE("200 adds under churn: ", opened, " threads opened, ", watcher.vanished_threads(),
           " gone between the listing and their open");
   stop.send();
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  CHECK(churner.wait() == 0);
 }
 
 TEST_CASE("a real error in the middle of add (out of descriptors) leaves nothing open") {
   Pipe stop, ready;
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  Reaper reaper{child};
-  if (child == 0) {
+  Child process([&] {
     std::vector<std::thread> threads;
     for (int i = 0; i < 4; ++i)
       threads.emplace_back([&] {
         char c;
-        if (::read(stop.in(), &c, 1) != 1) ::_exit(2);
-        ::_exit(0);
+        ::_exit(::read(stop.in(), &c, 1) == 1 ? 0 : 2);
       });
     ready.send();
     for (auto& t : threads) t.join();
-    ::_exit(0);
-  }
+    return 0;
+  });
+  const pid_t child = process.pid();
   char c;
   REQUIRE(::read(ready.in(), &c, 1) == 1);
   selfperf::ProcessWatcher watcher(user_sampling(99), "cpu-clock");
@@ -627,7 +620,7 @@ TEST_CASE("a real error in the middle of add (out of descriptors) leaves nothing
   CHECK(tids.size() >= 5);
   CHECK(watcher.channels() == tids.size());
   stop.send();
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  CHECK(process.wait() == 0);
 }
 
 TEST_CASE("FORK, EXIT, COMM and MMAP2 records decode with their sample_id trailer") {
