@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # selfperf record -p attaches to a running process (record_pid_target, built with frame pointers): a thread it
 # had at the attach and one it starts afterwards are both sampled with their callers; perf report and perf
-# script read the file with both tids and the known functions; our .folded agrees on the top functions. Then
-# --duration and SIGINT end a recording, and a bad pid gives one clear line.
+# script read the file with both tids and the known functions; our .folded agrees on the top functions. A
+# process the target forks and that execs under another name is followed (its samples, named by the new
+# name), and is not with --no-inherit. Then --duration and SIGINT end a recording, and a bad pid gives one
+# clear line.
 # Usage: check_record_pid.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
@@ -68,6 +70,56 @@ echo "top two: perf report '$theirs', ours '$ours'"
 [[ $ours == "$theirs" ]] || fail "our folded stacks' top functions '$ours' differ from perf report's '$theirs'"
 grep -q "late_spin_caller;late_spin_leaf" run.data.folded || fail "no late_spin_caller;late_spin_leaf stack in run.data.folded"
 grep -q "^record_pid_targ;" run.data.folded || fail "the folded stacks have no root naming the process"
+
+# 1b. A process forked after the attach, which execs this target under another name (so its COMM changes):
+# followed from its FORK, its samples named forked_child in child_spin_leaf <- child_spin_caller; record ends
+# when both have exited. record is stopped (SIGSTOP) from before the fork until the child has exec'd, so that
+# the FORK is read after the exec, which then left no COMM or MMAP2 in any ring: record takes them from /proc.
+# The child works a fixed amount only once record has an event on it.
+ln -s "$target" forked_child
+fork_run() {  # output file, then selfperf record options
+  local out=$1; shift
+  rm -f child.pid
+  "$target" --fork "$tmp/forked_child" child.pid 3000 &
+  fpid=$!; pids+=("$fpid")
+  wait_for "the forking target's SIGUSR1 handler" catches_usr1 "$fpid"
+  "$selfperf" record -p "$fpid" -o "$out" "$@" 2> "$out.err" &
+  rpid=$!; pids+=("$rpid")
+  wait_for "selfperf record to attach to the forking target" attached "$out.err"
+  at_attach=$(sed -n 's/^selfperf record: sampling 1 process (\([0-9]*\) threads).*/\1/p' "$out.err")
+  kill -STOP "$rpid"
+  kill -USR1 "$fpid"
+  wait_for "the forked child's pid file" test -s child.pid  # written after the exec
+  child=$(cat child.pid)
+  kill -CONT "$rpid"
+}
+fork_run fork.data
+wait_for "selfperf record to follow the forked process" perf_fds
+kill -USR2 "$child"
+wait "$rpid" || { cat fork.data.err; fail "selfperf record -p (fork) exited $?"; }
+wait "$fpid" || fail "the forking target exited $?"
+cat fork.data.err
+grep -q "every process exited" fork.data.err || fail "fork: record did not wait for both processes: $(cat fork.data.err)"
+# At least the child: under ASan, LeakSanitizer's tracer at the child's exit is a process too.
+grep -Eq "^  [1-9][0-9]* processes they started were followed" fork.data.err || fail "fork: no followed process in the summary"
+perf script -i fork.data -F comm,pid,ip,sym > fork.txt 2> fork.script.err || fail "perf script cannot read fork.data: $(cat fork.script.err)"
+awk '/^\t/ { n++; if (n == 1) leaf = $2; else if (n == 2) caller = $2; next }
+     NF >= 1 { if (head != "") print head, leaf, caller; head = $1 " " $2; leaf = ""; caller = ""; n = 0 }
+     END { if (head != "") print head, leaf, caller }' fork.txt > fork.stacks
+child_n=$(awk -v p="$child" '$1 == "forked_child" && $2 == p && $3 == "child_spin_leaf" && $4 == "child_spin_caller"' fork.stacks | wc -l)
+echo "fork: child $child: $child_n samples named forked_child in child_spin_leaf <- child_spin_caller"
+[[ $child_n -gt 0 ]] || fail "fork: perf script has no sample of the forked child $child named forked_child in child_spin_leaf <- child_spin_caller: $(sort fork.stacks | uniq -c | sort -rn | head)"
+perf report -i fork.data --stdio --no-children --sort comm > fork.report 2> /dev/null || fail "perf report --sort comm cannot read fork.data"
+grep -Eq "^ +[0-9.]+% +forked_child *\$" fork.report || fail "fork: perf report --sort comm has no forked_child: $(grep '%' fork.report | head)"
+# --no-inherit: the same fork, not followed; record still ends with the target.
+fork_run nofork.data --no-inherit
+kill -USR2 "$child"
+wait "$rpid" || { cat nofork.data.err; fail "selfperf record -p --no-inherit exited $?"; }
+wait "$fpid" || fail "the forking target exited $?"
+grep -q "followed" nofork.data.err && fail "--no-inherit followed a process: $(cat nofork.data.err)"
+n=$(perf script -i nofork.data -F pid 2> /dev/null | awk -v p="$child" '$1 == p' | wc -l)
+[[ $n == 0 ]] || fail "--no-inherit: $n samples of the forked child $child"
+echo "ok: --no-inherit: the forked child not sampled"
 
 # 2. --duration ends a recording of a process that keeps running; SIGINT ends another one.
 "$target" never.tid 0 &

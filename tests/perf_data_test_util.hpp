@@ -1,6 +1,9 @@
 #pragma once
-// Helpers shared by the perf.data tests: a private temporary directory and whole-file reads.
+// Helpers shared by the perf.data tests: a private temporary directory, whole-file reads, and running perf.
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,5 +37,19 @@ inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
+
+// A shell command's standard output; "<exit status non-zero>" appended when it failed.
+inline std::string run(const std::string& command) {
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    if (::pclose(p) != 0) out += "\n<exit status non-zero>";
+  }
+  return out;
+}
+
+inline bool perf_available() { return ::access("/usr/bin/perf", X_OK) == 0 || run("command -v perf").find('/') == 0; }
 
 }  // namespace selfperf::test

@@ -2,16 +2,21 @@
 // main_spin_leaf (called by main_spin_caller); on SIGUSR1 it starts a second thread, which writes its tid to
 // the file named by argv[1] and spins in late_spin_leaf (called by late_spin_caller), and after SIGUSR2 for
 // argv[2] more calls; the process exits when that thread is done. Without SIGUSR1 it spins until killed.
+// With --fork EXE PID_FILE CALLS, SIGUSR1 forks a child instead, which execs EXE (a link to this program under
+// another name) as --child PID_FILE CALLS: it writes its pid to PID_FILE, spins in child_spin_leaf (called by
+// child_spin_caller), and after SIGUSR2 for CALLS more calls; the parent spins until the child has exited.
 // Built with frame pointers and without tail calls, so the kernel's frame-pointer walk finds every caller; the
 // spinning touches no memory, so that no sanitizer adds calls of its own to the loops.
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace {
 
@@ -60,27 +65,63 @@ __attribute__((noinline)) void late_spin_caller() {
   late_spin_leaf();
   asm volatile("" ::: "memory");
 }
+__attribute__((noinline)) void child_spin_leaf() {
+  frame_seen.store(__builtin_frame_address(0), std::memory_order_relaxed);
+  sink.store(spin_in_registers(true) + 1, std::memory_order_relaxed);
+}
+__attribute__((noinline)) void child_spin_caller() {
+  child_spin_leaf();
+  asm volatile("" ::: "memory");
+}
 
 }  // extern "C"
 
 namespace {
 
-void* late_thread(void*) {
-  if (FILE* f = std::fopen(tid_file, "w")) {
-    std::fprintf(f, "%ld\n", static_cast<long>(::syscall(SYS_gettid)));
+void write_id(const char* path, long id) {
+  if (FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "%ld\n", id);
     std::fclose(f);
   }
+}
+
+void* late_thread(void*) {
+  write_id(tid_file, static_cast<long>(::syscall(SYS_gettid)));
   while (!count_down.load(std::memory_order_relaxed)) late_spin_caller();
   for (long i = 0; i < late_calls; ++i) late_spin_caller();
   late_done.store(true);
   return nullptr;
 }
 
+int run_child(const char* pid_file, long calls) {
+  std::signal(SIGUSR2, on_usr2);
+  write_id(pid_file, static_cast<long>(::getpid()));
+  while (!count_down.load(std::memory_order_relaxed)) child_spin_caller();
+  for (long i = 0; i < calls; ++i) child_spin_caller();
+  return 0;
+}
+
+int run_forking(const char* exe, const char* pid_file, const char* calls) {
+  std::signal(SIGUSR1, on_usr1);
+  while (!go.load(std::memory_order_relaxed)) main_spin_caller();
+  const pid_t child = ::fork();
+  if (child < 0) return 1;
+  if (child == 0) {
+    ::execl(exe, exe, "--child", pid_file, calls, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, WNOHANG) == 0) main_spin_caller();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--child") == 0) return run_child(argv[2], std::atol(argv[3]));
+  if (argc == 5 && std::strcmp(argv[1], "--fork") == 0) return run_forking(argv[2], argv[3], argv[4]);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: record_pid_target TID_FILE LATE_CALLS\n");
+    std::fprintf(stderr, "usage: record_pid_target TID_FILE LATE_CALLS | --fork EXE PID_FILE CALLS\n");
     return 2;
   }
   tid_file = argv[1];

@@ -17,21 +17,10 @@
 #include "selfperf/perf_data_reader.hpp"
 
 using namespace selfperf;
+using test::perf_available;
+using test::run;
 
 namespace {
-
-std::string run(const std::string& command) {
-  std::string out;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    if (::pclose(p) != 0) out += "\n<exit status non-zero>";
-  }
-  return out;
-}
-
-bool perf_available() { return ::access("/usr/bin/perf", X_OK) == 0 || run("command -v perf").find('/') == 0; }
 
 std::size_t count_lines_with(const std::string& text, const std::string& needle) {
   std::size_t n = 0;

@@ -43,6 +43,9 @@ struct DecodedSample {
   std::vector<std::uint64_t> callchain;  // as recorded, PERF_CONTEXT_* markers included
   std::uint64_t weight = 0;
   std::uint64_t data_src = 0;
+  // PERF_SAMPLE_BRANCH_STACK: newest first; the hardware index when branch_sample_type has HW_INDEX.
+  std::vector<perf_branch_entry> branches;
+  std::uint64_t branch_hw_index = 0;
   std::uint64_t transaction = 0;
   std::uint64_t phys_addr = 0;
   std::uint64_t cgroup = 0;

@@ -63,7 +63,9 @@ class PerfDataWriter {
   // Creates (truncates) `path` and writes the attrs; "-" is standard output, in pipe mode. Every event's attr is written with size 128
   // (PERF_ATTR_SIZE_VER7, the largest perf 6.1 accepts), sample_id_all set, and the sample_type this writer
   // encodes: IDENTIFIER|IP|TID|TIME|CPU|PERIOD|CALLCHAIN, plus ADDR/DATA_SRC/WEIGHT when the event's attr asked
-  // for them (memory sampling). Events without ids get made-up ones so every sample can name its event.
+  // for them (memory sampling), and BRANCH_STACK (Sample::branches; the hardware index too when
+  // branch_sample_type has PERF_SAMPLE_BRANCH_HW_INDEX; the file then has the BRANCH_STACK feature, which puts
+  // perf report in branch mode). Events without ids get made-up ones so every sample can name its event.
   PerfDataWriter(const std::filesystem::path& path, std::vector<EventDescription> events,
                  PerfDataWriterOptions options = {});
   // Writes into `fd` (open for writing, empty; the writer owns it from here, closed on error too); `path`

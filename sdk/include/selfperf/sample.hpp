@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <span>
 
+#include <linux/perf_event.h>
 #include <sys/types.h>
 
 namespace selfperf {
@@ -20,6 +21,11 @@ struct Sample {
   std::uint64_t addr = 0;
   std::uint64_t data_src = 0;
   std::uint64_t weight = 0;
+  // PERF_SAMPLE_BRANCH_STACK (LBR, BRBE): the last branches taken, newest first; each entry's from and to
+  // addresses and flags (mispred, predicted, in_tx, abort, cycles, type). Valid only during the callback.
+  std::span<const perf_branch_entry> branches;
+  // PERF_SAMPLE_BRANCH_HW_INDEX: the hardware's index of the newest entry (LBR TOS); ~0 when unknown.
+  std::uint64_t branch_hw_index = ~std::uint64_t{0};
 };
 
 }  // namespace selfperf

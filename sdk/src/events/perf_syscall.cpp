@@ -129,9 +129,38 @@ std::vector<std::string> events_that_open(std::initializer_list<std::string_view
   return open;
 }
 
+namespace {
+
+// PERF_SAMPLE_BRANCH_STACK refused: software events never have one (EOPNOTSUPP), and a PMU without branch
+// records (no LBR/BRS/BRBE, or a VM that hides it) refuses it (EOPNOTSUPP) or is not there at all (ENOENT).
+std::string branch_stack_message(int err, const perf_event_attr& attr, const std::string& head) {
+  const std::string remedy =
+      " Sample without the branch stack, or on a machine whose CPU records branches (Intel LBR, AMD BRS or "
+      "LbrExtV2, Arm BRBE) and exposes them (most VMs do not).";
+  if (err == EINVAL && (attr.branch_sample_type & ~std::uint64_t{PERF_SAMPLE_BRANCH_PLM_ALL}) == 0)
+    return head + "The branch stack (PERF_SAMPLE_BRANCH_STACK) needs a branch type in branch_sample_type "
+                  "(PERF_SAMPLE_BRANCH_ANY, ANY_CALL, ...; perf record -j any,u), not only privilege levels.";
+  if (err == EINVAL)
+    return head + "The PMU rejected the branch filter (branch_sample_type 0x" + [&] {
+             char buf[32];
+             std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(attr.branch_sample_type));
+             return std::string(buf);
+           }() + ") of the branch stack (PERF_SAMPLE_BRANCH_STACK): ask for fewer branch types (any,u)." + remedy;
+  if (attr.type == PERF_TYPE_SOFTWARE || attr.type == PERF_TYPE_TRACEPOINT)
+    return head + "A branch stack (PERF_SAMPLE_BRANCH_STACK) is recorded by the CPU's PMU, and a software event "
+                  "or tracepoint never has one: sample a hardware event (cycles:u) instead." + remedy;
+  return head + "This machine records no branch stack (PERF_SAMPLE_BRANCH_STACK) for this event: " +
+         (err == ENOENT ? "it has no hardware PMU at all." : "its PMU has no branch records.") + remedy;
+}
+
+}  // namespace
+
 std::string open_error_message(int err, const perf_event_attr& attr, std::string_view event_name) {
   std::string name(event_name);
   std::string head = "cannot open event '" + name + "': " + std::strerror(err) + ". ";
+  if ((attr.sample_type & PERF_SAMPLE_BRANCH_STACK) &&
+      (err == EOPNOTSUPP || err == ENOENT || err == ENODEV || err == EINVAL))
+    return branch_stack_message(err, attr, head);
   switch (err) {
     case EACCES:
     case EPERM: {

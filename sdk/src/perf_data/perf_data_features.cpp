@@ -160,6 +160,11 @@ std::vector<FeatureSection> build_features(const FeatureInputs& in) {
   }
   add(PerfFeature::event_desc, std::move(desc));
 
+  // Empty (perf record writes nothing in it either): the bit tells perf report to show branch mode.
+  if (std::any_of(in.events->begin(), in.events->end(),
+                  [](const EventDescription& ev) { return (ev.attr.sample_type & PERF_SAMPLE_BRANCH_STACK) != 0; }))
+    add(PerfFeature::branch_stack, {});
+
   std::vector<std::uint8_t> times;
   put(times, in.first_time);
   put(times, in.last_time);

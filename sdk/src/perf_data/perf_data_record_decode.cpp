@@ -91,6 +91,9 @@ DecodedSample PerfDataReader::decode_sample(const PerfRecord& record) const {
   s.callchain.assign(r.callchain.begin(), r.callchain.end());
   s.weight = r.weight;
   s.data_src = r.data_src;
+  s.branch_hw_index = r.branch_hw_idx;
+  s.branches.resize(r.branches.size() / 3);
+  if (!s.branches.empty()) std::memcpy(s.branches.data(), r.branches.data(), r.branches.size_bytes());
   s.transaction = r.transaction;
   s.phys_addr = r.phys_addr;
   s.cgroup = r.cgroup;

@@ -25,13 +25,15 @@ namespace {
 // Ids for events that came without kernel ids: far above what the kernel hands out, so they never collide.
 constexpr std::uint64_t kMadeUpIdBase = 0xfffe'0000'0000'0000ULL;
 
-// A record's size is a u16: at most this many frames fit beside the fixed fields.
+// A record's size is a u16: at most this many frames (8 bytes each) and branches (24) fit beside the fixed
+// fields. LBR holds 32 branches at most, BRBE 64.
 constexpr std::size_t kMaxFrames = 4096;
+constexpr std::size_t kMaxBranches = 1024;
 
 std::uint64_t written_sample_type(const perf_event_attr& attr) {
-  constexpr std::uint64_t memory = PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_WEIGHT;
+  constexpr std::uint64_t asked = PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_WEIGHT | PERF_SAMPLE_BRANCH_STACK;
   return PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
-         PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | (attr.sample_type & memory) |
+         PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | (attr.sample_type & asked) |
          ((attr.sample_type & PERF_SAMPLE_WEIGHT_STRUCT) ? PERF_SAMPLE_WEIGHT : 0);
 }
 
@@ -168,6 +170,7 @@ void PerfDataWriter::init() {
     std::memcpy(&attr, &ev.attr, std::min<std::size_t>(sizeof attr, detail::kAttrSizeWritten));
     attr.size = detail::kAttrSizeWritten;
     attr.sample_type = written_sample_type(ev.attr);
+    if (!(attr.sample_type & PERF_SAMPLE_BRANCH_STACK)) attr.branch_sample_type = 0;
     attr.sample_id_all = 1;
     attr.read_format = 0;  // no PERF_SAMPLE_READ is written
     ev.attr = attr;
@@ -364,6 +367,12 @@ void PerfDataWriter::write_sample(const Sample& sample, std::size_t event_index)
   put(scratch_, static_cast<std::uint64_t>(nframes + 1));             // CALLCHAIN
   put(scratch_, static_cast<std::uint64_t>(PERF_CONTEXT_USER));
   for (std::size_t i = 0; i < nframes; ++i) put(scratch_, sample.frames[i]);
+  if (type & PERF_SAMPLE_BRANCH_STACK) {  // { u64 nr; [u64 hw_idx;] perf_branch_entry[nr] }
+    const std::size_t nbranches = std::min(sample.branches.size(), kMaxBranches);
+    put(scratch_, static_cast<std::uint64_t>(nbranches));
+    if (ev.attr.branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX) put(scratch_, sample.branch_hw_index);
+    for (std::size_t i = 0; i < nbranches; ++i) put(scratch_, sample.branches[i]);
+  }
   if (type & PERF_SAMPLE_WEIGHT) put(scratch_, sample.weight);
   if (type & PERF_SAMPLE_DATA_SRC) put(scratch_, sample.data_src);
   auto size = static_cast<std::uint16_t>(scratch_.size());

@@ -1,5 +1,5 @@
 // ProcessWatcher: a sampling event per thread of other processes (not inherited: see the header), one ring
-// each, one epoll set.
+// each, one epoll set; new threads and processes followed from their FORK records.
 #include "selfperf/process_watcher.hpp"
 
 #include <dirent.h>
@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
 #include "events/perf_syscall.hpp"
@@ -75,6 +76,20 @@ std::vector<pid_t> list_threads(pid_t pid) {
   return tids;
 }
 
+// The processes `tid` forked and that have not been reaped (/proc/PID/task/TID/children; empty where the kernel
+// lacks CONFIG_PROC_CHILDREN).
+std::vector<pid_t> list_children(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/children");
+  std::vector<pid_t> out;
+  for (long child = 0; in >> child;)
+    if (child > 0) out.push_back(static_cast<pid_t>(child));
+  return out;
+}
+
+// Listings of a process's threads are repeated until one finds no thread not opened yet, at most this many
+// times: a thread started while the events of the others opened left no FORK in any ring.
+constexpr int kListings = 4;
+
 void add_stats(RingBufferStats& to, const RingBufferStats& s) noexcept {
   to.records += s.records;
   to.samples += s.samples;
@@ -120,12 +135,45 @@ void ProcessWatcher::close_channel(Channel& c) noexcept {
   c.fd = -1;
 }
 
+ProcessWatcher::Checkpoint ProcessWatcher::checkpoint() const noexcept {
+  return {channels_.size(), pids_.size(), seen_.size(), vanished_threads_, smaller_rings_};
+}
+
+void ProcessWatcher::roll_back(const Checkpoint& to) noexcept {
+  // The channels opened since `to` were never read: closing them adds nothing to the stats.
+  for (std::size_t i = to.channels; i < channels_.size(); ++i) close_channel(channels_[i]);
+  channels_.erase(channels_.begin() + static_cast<std::ptrdiff_t>(to.channels), channels_.end());
+  pids_.resize(to.pids);
+  seen_.resize(to.seen);
+  vanished_threads_ = to.vanished;
+  smaller_rings_ = to.smaller_rings;
+}
+
+bool ProcessWatcher::watched(pid_t pid) const noexcept {
+  return std::find(pids_.begin(), pids_.end(), pid) != pids_.end();
+}
+
+bool ProcessWatcher::seen(pid_t pid, pid_t tid) const noexcept {
+  return std::find(seen_.begin(), seen_.end(), std::pair<pid_t, pid_t>(pid, tid)) != seen_.end();
+}
+
+std::vector<pid_t> ProcessWatcher::threads(pid_t pid) const {
+  std::vector<pid_t> out;
+  for (const auto& c : channels_)
+    if (c.pid == pid) out.push_back(c.tid);
+  return out;
+}
+
 bool ProcessWatcher::open_channel(pid_t pid, pid_t tid) {
   perf_event_attr attr = attr_;
   const int fd = detail::perf_event_open(attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    if (err == ESRCH) return false;  // a thread that exited since /proc listed it
+    if (err == ESRCH) {  // a thread that exited since /proc listed it (or a zombie leader: PF_EXITING)
+      ++vanished_threads_;
+      seen_.emplace_back(pid, tid);  // not tried again by the next listing
+      return false;
+    }
     if (err == EACCES || err == EPERM) throw Error(access_error(err, attr_, event_name_, pid), err);
     throw Error("process " + std::to_string(pid) + ", thread " + std::to_string(tid) + ": " +
                     detail::open_error_message(err, attr_, event_name_),
@@ -158,59 +206,107 @@ RingBuffer ProcessWatcher::map_ring(int fd) {
   }
 }
 
+std::vector<pid_t> ProcessWatcher::open_listed(pid_t pid, std::vector<pid_t> tids, bool count_errors) {
+  std::vector<pid_t> opened;
+  for (int listing = 0;; ++listing) {
+    bool more = false;
+    for (pid_t tid : tids) {
+      if (seen(pid, tid)) continue;
+      try {
+        if (open_channel(pid, tid)) opened.push_back(tid);
+      } catch (const Error& e) {
+        if (!count_errors) throw;
+        ++missed_threads_;
+        last_miss_ = e.what();
+        seen_.emplace_back(pid, tid);  // tried once; the error is counted, not repeated every round
+      }
+      more = true;
+    }
+    if ((!more && listing > 0) || listing + 1 == kListings) return opened;
+    try {
+      tids = list_threads(pid);
+    } catch (const Error& e) {
+      if (e.errno_value() == ESRCH || count_errors) return opened;  // gone since: its hangups report it
+      throw;
+    }
+  }
+}
+
 std::vector<pid_t> ProcessWatcher::add(pid_t pid) {
   if (pid <= 0) throw Error("process " + std::to_string(pid) + ": not a process id; give a positive pid", EINVAL);
-  if (std::find(pids_.begin(), pids_.end(), pid) != pids_.end()) return {};
-  const std::vector<pid_t> tids = list_threads(pid);
-  const std::size_t before = channels_.size();
+  if (watched(pid)) return {};
+  const Checkpoint before = checkpoint();
   std::vector<pid_t> opened;
   try {
-    for (pid_t tid : tids)
-      if (open_channel(pid, tid)) opened.push_back(tid);
+    opened = open_listed(pid, list_threads(pid), false);
   } catch (...) {
-    for (std::size_t i = before; i < channels_.size(); ++i) close_channel(channels_[i]);
-    channels_.erase(channels_.begin() + static_cast<std::ptrdiff_t>(before), channels_.end());
-    std::erase_if(seen_, [&](const auto& s) { return s.first == pid; });
+    roll_back(before);
     throw;
   }
-  if (opened.empty()) throw Error(no_such_process(pid), ESRCH);
+  if (opened.empty()) {  // every thread exited while listed
+    roll_back(before);
+    throw Error(no_such_process(pid), ESRCH);
+  }
   pids_.push_back(pid);
   return opened;
 }
 
 void ProcessWatcher::note_fork(const RecordView& record) {
+  if (!options_.inherit) return;
   TaskRecord t;
   if (decode_task(record, format_, t) != DecodeStatus::ok || t.exit) return;
   const auto pid = static_cast<pid_t>(t.pid);
-  if (std::find(pids_.begin(), pids_.end(), pid) == pids_.end()) return;  // a new process: not followed
-  if (std::find(seen_.begin(), seen_.end(), std::pair<pid_t, pid_t>(pid, static_cast<pid_t>(t.tid))) != seen_.end())
+  const auto parent = static_cast<pid_t>(t.ppid);
+  if (pid != parent) {  // a new process (pid and ppid are thread-group ids; a new thread has its parent's)
+    if (!watched(parent) || watched(pid)) return;
+    if (std::none_of(new_processes_.begin(), new_processes_.end(),
+                     [&](const PendingProcess& p) { return p.pid == pid; }))
+      new_processes_.push_back({pid, parent, t.time});
     return;
-  if (std::find(forked_.begin(), forked_.end(), pid) == forked_.end())
-    forked_.push_back(pid);
+  }
+  if (!watched(pid) || seen(pid, static_cast<pid_t>(t.tid))) return;
+  if (std::find(forked_.begin(), forked_.end(), pid) == forked_.end()) forked_.push_back(pid);
 }
 
-void ProcessWatcher::follow_new_threads() {
+void ProcessWatcher::follow_new_tasks() {
   // The whole task list, not just the tid of the FORK read: a thread that started another before its own
   // event opened left no FORK anywhere.
   for (pid_t pid : forked_) {
-    std::vector<pid_t> tids;
+    if (!watched(pid)) continue;
     try {
-      tids = list_threads(pid);
+      open_listed(pid, list_threads(pid), true);
     } catch (const Error&) {
-      continue;  // exited (its hangups report it), or out of descriptors: the next FORK retries
-    }
-    for (pid_t tid : tids) {
-      if (std::find(seen_.begin(), seen_.end(), std::pair<pid_t, pid_t>(pid, tid)) != seen_.end()) continue;
-      try {
-        open_channel(pid, tid);
-      } catch (const Error& e) {
-        ++missed_threads_;
-        last_miss_ = e.what();
-        seen_.emplace_back(pid, tid);  // tried once; the error is counted, not repeated every round
-      }
+      // exited (its hangups report it), or out of descriptors listing it: the next FORK retries
     }
   }
   forked_.clear();
+  // Grows while it is walked: the children a followed process forked before its events opened.
+  std::vector<PendingProcess> queue = std::move(new_processes_);
+  new_processes_.clear();
+  for (std::size_t i = 0; i < queue.size(); ++i) follow_process(PendingProcess(queue[i]), queue);
+}
+
+void ProcessWatcher::follow_process(const PendingProcess& p, std::vector<PendingProcess>& queue) {
+  if (watched(p.pid)) return;
+  std::vector<pid_t> tids;
+  try {
+    tids = list_threads(p.pid);
+  } catch (const Error& e) {
+    if (e.errno_value() == ESRCH) {
+      ++vanished_threads_;  // exited (and reaped) before its FORK was read: one thread at least
+    } else {
+      ++missed_threads_;
+      last_miss_ = e.what();
+    }
+    return;
+  }
+  std::vector<pid_t> opened = open_listed(p.pid, std::move(tids), true);
+  if (opened.empty()) return;  // every thread gone or failed, each counted
+  pids_.push_back(p.pid);
+  ++followed_processes_;
+  for (pid_t tid : opened)
+    for (pid_t child : list_children(p.pid, tid)) queue.push_back({child, p.pid, p.fork_time});
+  followed_.push_back(FollowedProcess{p.pid, p.parent, p.fork_time, std::move(opened)});
 }
 
 bool ProcessWatcher::remove(pid_t pid) {
@@ -220,7 +316,67 @@ bool ProcessWatcher::remove(pid_t pid) {
   for (auto& c : channels_)
     if (c.pid == pid) close_channel(c);
   std::erase_if(channels_, [](const Channel& c) { return c.fd < 0; });
+  std::erase_if(seen_, [&](const auto& s) { return s.first == pid; });
   return true;
+}
+
+void ProcessWatcher::update(std::span<const pid_t> pids) {
+  std::vector<pid_t> kept, dropped;
+  for (pid_t pid : pids_)
+    (std::find(pids.begin(), pids.end(), pid) != pids.end() ? kept : dropped).push_back(pid);
+  const Checkpoint before = checkpoint();
+  std::vector<std::pair<pid_t, std::vector<pid_t>>> listed;  // the kept processes' threads, for the gone ones
+  try {
+    for (pid_t pid : pids)
+      if (!watched(pid)) add(pid);
+    for (pid_t pid : kept) {
+      std::vector<pid_t> opened;
+      listed.emplace_back(pid, open_missing(pid, opened));
+    }
+  } catch (...) {
+    roll_back(before);
+    throw;
+  }
+  for (const auto& [pid, tids] : listed) mark_gone(pid, tids);
+  for (pid_t pid : dropped) remove(pid);
+}
+
+ThreadChanges ProcessWatcher::rescan(pid_t pid) {
+  ThreadChanges changes;
+  if (!watched(pid)) return changes;
+  const Checkpoint before = checkpoint();
+  std::vector<pid_t> tids;
+  try {
+    tids = open_missing(pid, changes.opened);
+  } catch (...) {
+    roll_back(before);
+    throw;
+  }
+  changes.gone = mark_gone(pid, tids);
+  return changes;
+}
+
+std::vector<pid_t> ProcessWatcher::open_missing(pid_t pid, std::vector<pid_t>& opened) {
+  std::vector<pid_t> tids;
+  try {
+    tids = list_threads(pid);
+  } catch (const Error& e) {
+    if (e.errno_value() != ESRCH) throw;
+    return tids;  // the process is gone: every thread of it is
+  }
+  opened = open_listed(pid, tids, false);
+  tids.insert(tids.end(), opened.begin(), opened.end());  // a later listing may have found more
+  return tids;
+}
+
+std::vector<pid_t> ProcessWatcher::mark_gone(pid_t pid, const std::vector<pid_t>& listed) {
+  std::vector<pid_t> gone;
+  for (auto& c : channels_)
+    if (c.pid == pid && !c.hung_up && std::find(listed.begin(), listed.end(), c.tid) == listed.end()) {
+      c.hung_up = true;
+      gone.push_back(c.tid);
+    }
+  return gone;
 }
 
 void ProcessWatcher::wait(std::chrono::milliseconds timeout) {

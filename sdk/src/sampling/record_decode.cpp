@@ -354,6 +354,11 @@ Sample to_sample(const SampleRecord& record, std::span<std::uint64_t> frame_stor
   s.addr = record.addr;
   s.data_src = record.data_src;
   s.weight = record.weight;
+  if (record.has(PERF_SAMPLE_BRANCH_STACK)) {
+    // In place: the kernel's entries are three 8-aligned words, the layout of perf_branch_entry.
+    s.branches = {reinterpret_cast<const perf_branch_entry*>(record.branches.data()), record.branches.size() / 3};
+    s.branch_hw_index = record.branch_hw_idx;
+  }
   std::size_t n = 0;
   if (record.has(PERF_SAMPLE_CALLCHAIN)) {
     n = strip_context_markers(record.callchain, frame_storage);

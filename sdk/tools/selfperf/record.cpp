@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "usage: selfperf record [-o FILE] [-F HZ] [-e EVENT] [--call-graph dwarf|fp|kernel] [--summary-json JSON] [-q]\n"
     "                       -- CMD [ARG...]\n"
     "       selfperf record -p PID[,PID...] [-o FILE] [-F HZ] [-e EVENT] [--call-graph kernel|fp|dwarf[,SIZE]]\n"
-    "                       [--duration SECONDS]\n"
+    "                       [--duration SECONDS] [--no-inherit]\n"
     "  Profiles CMD and every process it starts (wrappers, fork, exec) into FILE (default perf.data), which\n"
     "  perf report -i FILE --sort comm,pid reads, and FILE.folded / FILE.svg (flame graph, a root per process).\n"
     "  -o -      pipe-mode perf.data to standard output (selfperf record -o - -- CMD | perf report -i -); CMD's\n"
@@ -45,8 +45,8 @@ constexpr const char* kUsage =
     "  --summary-json JSON  also write the summary as JSON (processes, threads, samples, lost by cause, rate\n"
     "            lowered, files written, and each process's own: docs/formats.md), also when nothing was sampled\n"
     "  -q        no summary on stderr\n"
-    "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads they start later\n"
-    "            (not the processes they fork), user space only, until Ctrl-C/SIGTERM, --duration, or all of\n"
+    "  -p PID[,PID...]  attach to running processes instead: their threads, and the threads and processes they\n"
+    "            start later (as perf record -p), user space only, until Ctrl-C/SIGTERM, --duration, or all of\n"
     "            them have exited.\n"
     "            --call-graph kernel (the default; fp is the same): the kernel's frame-pointer walk, which\n"
     "            loses callers in code built without frame pointers. --call-graph dwarf[,SIZE]: each sample\n"
@@ -54,7 +54,8 @@ constexpr const char* kUsage =
     "            unwound here with the program's DWARF CFI, as perf record --call-graph dwarf; no frame\n"
     "            pointers needed, bigger samples (rings of 64 pages per thread for 8192, fewer where an\n"
     "            unprivileged user's locked memory would not hold them)\n"
-    "  --duration SECONDS  with -p: stop after this long\n";
+    "  --duration SECONDS  with -p: stop after this long\n"
+    "  -i, --no-inherit  with -p: only the threads there at the attach, not the threads and processes they start\n";
 
 struct RecordArgs {
   fs::path output = "perf.data";
@@ -68,6 +69,7 @@ struct RecordArgs {
   std::string call_graph;
   std::size_t stack_copy = 0;  // --call-graph dwarf,SIZE; 0: the default
   double duration = 0;
+  bool inherit = true;
 };
 
 RecordArgs parse_record(int argc, char** argv) {
@@ -82,6 +84,8 @@ RecordArgs parse_record(int argc, char** argv) {
     else if (o.is("-p", "--pid")) {
       const std::string list = o.value();
       if (!parse_pid_list(list, a.pids)) o.fail("-p " + list + ": give process ids, as in -p 1234 or -p 1234,5678");
+    } else if (o.is("-i", "--no-inherit")) {
+      a.inherit = false;
     } else if (o.is("--duration")) {
       const std::string v = o.value();
       char* end = nullptr;
@@ -117,6 +121,7 @@ RecordArgs parse_record(int argc, char** argv) {
     o.fail("--call-graph dwarf,SIZE: the stack copy size is for -p; a command is unwound in its own process, "
            "which copies no stack: give --call-graph dwarf");
   if (a.duration > 0) o.fail("--duration is for -p; a command is recorded until it exits");
+  if (!a.inherit) o.fail("--no-inherit is for -p; a command's whole process tree is recorded");
   if (a.command.empty()) o.fail("give the command to profile after --, or -p PID");
   return a;
 }
@@ -218,7 +223,8 @@ std::vector<fs::path> profiles_in(const fs::path& dir) {
 int record(int argc, char** argv) {
   const RecordArgs a = parse_record(argc, argv);
   if (!a.pids.empty())
-    return record_pids({a.pids, a.output, a.frequency, a.event, a.call_graph, a.stack_copy, a.duration, a.quiet});
+    return record_pids({a.pids, a.output, a.frequency, a.event, a.call_graph, a.stack_copy, a.duration, a.quiet,
+                        a.inherit});
   const bool to_stdout = a.output == "-";
   if (to_stdout && ::isatty(STDOUT_FILENO)) {
     std::fprintf(stderr, "selfperf record: -o -: standard output is a terminal; pipe it (| perf report -i -) or "

@@ -19,6 +19,7 @@ struct RecordPidArgs {
   std::size_t stack_copy = 0;  // dwarf: bytes of stack each sample copies; 0: kDefaultStackCopy
   double duration = 0;     // seconds; 0: until interrupted or every process exited
   bool quiet = false;
+  bool inherit = true;     // follow the threads and processes started later (--no-inherit: false)
 };
 
 // Parses "PID[,PID...]"; false on anything else.
