@@ -85,6 +85,10 @@ ShareResult measure_shares(Unwinder unwinder, Sampler::Rearm rearm = Sampler::Re
   ShareResult result;
   const std::array<CodeRange, 3> burns{sp_burn_a_range(), sp_burn_b_range(), sp_burn_c_range()};
   const std::array<CodeRange, 3> callers{sp_call_a_range(), sp_call_b_range(), sp_call_c_range()};
+  // The shares below assume the three copies cost the same per iteration, which holds only if each meets the
+  // front end's fetch boundaries alike (sampler_workload.hpp).
+  for (const CodeRange& burn : burns)
+    REQUIRE_MESSAGE(burn.begin % SELFPERF_TEST_CODE_ALIGN == 0, burn.name << " is not aligned");
   auto consume = [&](const selfperf::Sample& s) {
     ++result.drained;
     int which = attribute(s.frames, burns);
