@@ -95,6 +95,23 @@ for i in range(2000000): x += i' || fail "python3: selfperf record failed"
   echo "ok: python3 without frame pointers: $(cut -d' ' -f1 py.share) of $(cut -d' ' -f2 py.share) samples reach Py_BytesMain"
 fi
 
+# An exec in place: bash takes samples, then becomes python3 (the same pid). The merged file marks python3's
+# name as an exec, so its stacks are named by its own mappings: before, the old image's libc hid the new one's
+# from our symbolizer and every python3 stack went through `[libc.so.6]` (check_unwind_vs_perf failed so).
+if [[ -x /usr/bin/python3 ]]; then
+  "$selfperf" record -q -o exec.data -- bash -c 'for ((i = 0; i < 100000; i++)); do :; done
+exec /usr/bin/python3 -c "
+x = 0
+for i in range(2000000): x += i"' || fail "exec in place: selfperf record failed"
+  awk -F';' '{ n = split($NF, last, " "); c = last[n] }
+       $1 == "bash" { b += c } $1 == "python3" { p += c; if (/;__libc_start_main;/) named += c }
+       END { printf "%d %d %d\n", b, p, named; exit !(b > 0 && p > 0 && named >= 0.9 * p) }' exec.data.folded > exec.share ||
+    fail "exec in place: bash, python3 samples and python3's reaching __libc_start_main by name: $(cat exec.share); $(grep -o '\[libc[^;]*\]' exec.data.folded | sort | uniq -c)"
+  pid_images=$(perf script -i exec.data -F comm,pid 2> /dev/null | awk '{ print $2 }' | sort -u | wc -l)
+  [[ $pid_images -eq 1 ]] || fail "exec in place: bash and python3 should be one pid, perf script shows $pid_images"
+  echo "ok: exec in place: bash $(cut -d' ' -f1 exec.share) samples, then python3 $(cut -d' ' -f2 exec.share), $(cut -d' ' -f3 exec.share) of them through __libc_start_main by name"
+fi
+
 # The command's exit status is selfperf record's.
 status=0
 "$selfperf" record -q -o fail.data -- sh -c 'exit 7' 2> /dev/null || status=$?

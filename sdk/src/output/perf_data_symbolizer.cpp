@@ -61,11 +61,20 @@ struct PerfDataSymbolizer::Image {
     dwfl = dwfl_begin(&kOfflineCallbacks);
     if (!dwfl) return nullptr;
     dwfl_report_begin(dwfl);
-    std::set<std::string> reported;
-    for (const auto& m : maps) {
-      if (m.filename[0] != '/' || !reported.insert(m.filename).second) continue;  // [vdso] and the like
-      if (auto bias = detail::elf_load_bias(m.filename, m.start, m.pgoff))
-        dwfl_report_elf(dwfl, basename_of(m.filename).c_str(), m.filename.c_str(), -1, *bias, false);
+    // Newest first: a mapping hides an older one it overlaps (the address was unmapped and reused). A file
+    // mapped at two places is two modules (an exec whose old image was not dropped, a library dlopen'd again):
+    // reported once by name, the later place's addresses had no module.
+    std::set<std::pair<std::string, std::uint64_t>> reported;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> taken;
+    for (auto m = maps.rbegin(); m != maps.rend(); ++m) {
+      if (m->filename[0] != '/') continue;  // [vdso] and the like
+      const std::uint64_t end = m->start + m->len;
+      if (std::any_of(taken.begin(), taken.end(), [&](const auto& r) { return m->start < r.second && r.first < end; }))
+        continue;
+      taken.emplace_back(m->start, end);
+      const auto bias = detail::elf_load_bias(m->filename, m->start, m->pgoff);
+      if (bias && reported.emplace(m->filename, *bias).second)
+        dwfl_report_elf(dwfl, basename_of(m->filename).c_str(), m->filename.c_str(), -1, *bias, false);
     }
     dwfl_report_end(dwfl, nullptr, nullptr);
     return dwfl;

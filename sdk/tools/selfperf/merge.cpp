@@ -1,6 +1,7 @@
 // selfperf record's merge: PerfDataReader per process file → one PerfDataWriter (merge.hpp).
 #include "merge.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -17,22 +18,40 @@ bool same_event(const EventDescription& a, const EventDescription& b) {
   return a.attr.type == b.attr.type && a.attr.config == b.attr.config;
 }
 
-// Copies one process file's records into `writer`; returns what it held.
-ProcessSummary copy_process(PerfDataReader& reader, PerfDataWriter& writer, std::set<std::uint32_t>& tids) {
-  ProcessSummary p;
+// What a first pass over a process file finds: its pid and the time of its first sample.
+struct FileStart {
+  std::uint32_t pid = 0;
+  std::uint64_t first_time = 0;  // 0: no sample
+};
+
+FileStart scan(PerfDataReader& reader) {
+  FileStart f;
   PerfRecord rec;
-  std::uint64_t first_time = 0;
   bool any_sample = false;
   while (reader.next_record(rec)) {
+    if (rec.type == PERF_RECORD_COMM && f.pid == 0) {
+      const auto c = reader.decode_comm(rec);
+      if (c.pid == c.tid) f.pid = c.pid;
+    }
     if (rec.type != PERF_RECORD_SAMPLE) continue;
     const auto s = reader.decode_sample(rec);
-    if (!any_sample || s.time < first_time) first_time = s.time;
+    if (!any_sample || s.time < f.first_time) f.first_time = s.time;
+    if (f.pid == 0) f.pid = s.pid;
     any_sample = true;
   }
   reader.rewind();
+  return f;
+}
+
+// Copies one process file's records into `writer`; returns what it held. `exec`: an earlier file held another
+// image of this pid, which this one's exec replaced.
+ProcessSummary copy_process(PerfDataReader& reader, const FileStart& start, bool exec, PerfDataWriter& writer,
+                            std::set<std::uint32_t>& tids) {
+  ProcessSummary p;
   // Just before the first sample: after the samples of an image this pid ran before exec.
-  const std::uint64_t records_time = first_time > 0 ? first_time - 1 : 0;
+  const std::uint64_t records_time = start.first_time > 0 ? start.first_time - 1 : 0;
   std::set<std::uint32_t> own_tids;
+  PerfRecord rec;
   while (reader.next_record(rec)) {
     switch (rec.type) {
       case PERF_RECORD_SAMPLE: {
@@ -54,8 +73,13 @@ ProcessSummary copy_process(PerfDataReader& reader, PerfDataWriter& writer, std:
       }
       case PERF_RECORD_COMM: {
         const auto c = reader.decode_comm(rec);
-        writer.write_comm(static_cast<std::int32_t>(c.pid), static_cast<std::int32_t>(c.tid), c.comm, records_time);
-        if (c.pid == c.tid && p.comm.empty()) p.comm = c.comm;
+        // The process's own name marks the exec, so that a reader drops the old image's mappings: without it
+        // perf and our symbolizer kept them, and ours named the new image's libc by the old one's address
+        // ([libc.so.6] in every stack of a program exec'd by a process that had taken samples).
+        const bool process = c.pid == c.tid;
+        writer.write_comm(static_cast<std::int32_t>(c.pid), static_cast<std::int32_t>(c.tid), c.comm, records_time,
+                          exec && process);
+        if (process && p.comm.empty()) p.comm = c.comm;
         break;
       }
       case PERF_RECORD_MMAP:
@@ -97,12 +121,24 @@ MergeSummary merge_profiles(const std::vector<std::filesystem::path>& inputs, co
   options.synthesize_process = false;
   options.cmdline = cmdline;
   PerfDataWriter writer(out, {event}, options);
-  std::set<std::uint32_t> tids;
+  // The images of one pid in the order they ran (their files' names do not say it: OUT.<pid>.10 sorts before
+  // OUT.<pid>.2), so that each later one is an exec of the one before.
+  std::vector<FileStart> starts;
+  std::vector<std::size_t> order;
   for (std::size_t i = 0; i < readers.size(); ++i) {
+    starts.push_back(scan(readers[i]));
+    order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return starts[a].first_time < starts[b].first_time; });
+  std::set<std::uint32_t> tids;
+  std::set<std::uint32_t> pids;
+  for (const std::size_t i : order) {
     if (readers[i].events().empty() || !same_event(readers[i].events()[0], event))
       throw Error("selfperf record: " + inputs[i].string() + " sampled another event than " + inputs[0].string() +
                   "; profile the tree with one SELFPERF_EVENT");
-    auto p = copy_process(readers[i], writer, tids);
+    const bool exec = starts[i].pid != 0 && !pids.insert(starts[i].pid).second;
+    auto p = copy_process(readers[i], starts[i], exec, writer, tids);
     p.file = inputs[i];
     summary.samples += p.samples;
     summary.lost += p.lost;
