@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the preload library costs a process that takes no sample, in what it loads and shows: it shows the
-# program only the calls it interposes (exec*, fork, pthread_create); it loads neither libstdc++ (linked in), libm,
+# program only the calls it interposes (exec*, fork, pthread_create, sigaction, signal, sigset); it loads
+# neither libstdc++ (linked in), libm,
 # nor elfutils (libdw and libelf come on demand, when a process with samples symbolizes), nor libunwind and its
 # liblzma (loaded by the set-up the drain thread makes after a pass that drained samples); and symbolizing a
 # stripped distro binary does not load libdebuginfod (with curl, gnutls, krb5 …) unless DEBUGINFOD_URLS asks
@@ -27,7 +28,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # Exported: the interposed calls and nothing else (nm -D: defined, global).
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TWRDBV]$/ { print $3 }' | sed 's/@.*//' | sort -u | tr '\n' ' ')
-expected="execl execle execlp execv execve execveat execvp execvpe fexecve fork pthread_create "
+expected="execl execle execlp execv execve execveat execvp execvpe fexecve fork pthread_create sigaction signal sigset "
 [[ $exported == "$expected" ]] ||
   fail "the library exports $(wc -w <<< "$exported") symbols ($(cut -c1-300 <<< "$exported")…), expected only '$expected'"
 for needed in libstdc++ libdw libelf libm.so libunwind liblzma; do

@@ -134,3 +134,23 @@ TEST_CASE("a producer and a consumer on two threads: records arrive in order and
   CHECK(read == kRecords);
   MESSAGE("records refused while the buffer was full: " << refused);
 }
+
+TEST_CASE("two producers interleaved (a handler interrupted by another): the consumer stops at garbage") {
+  // What a second handler nested on the thread does: it reserves and commits between the first one's reserve
+  // and commit, which then publishes a header over the other's record with stale positions.
+  SampleBuffer buffer(8, 4);
+  std::span<std::uint64_t> first = buffer.reserve();
+  REQUIRE(!first.empty());
+  std::span<std::uint64_t> second = buffer.reserve();
+  REQUIRE(!second.empty());
+  second[0] = 7;
+  buffer.commit(2, 1, 1, 0, 1);
+  first[0] = first[1] = first[2] = first[3] = 9;
+  buffer.commit(1, 2, 1, 0, 4);
+  // The same start twice: the ring's head says 15 words while one record of 9 lies there, followed by
+  // whatever the mapping held (zeros: records of no frames, without end but for the head).
+  std::size_t n = buffer.consume(1, [](const Sample&) {});
+  CHECK(n <= 2);
+  CHECK(buffer.corrupt());
+  CHECK(buffer.consume(1, [](const Sample&) {}) == 0);
+}

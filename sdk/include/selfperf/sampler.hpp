@@ -168,7 +168,9 @@ class Sampler {
   Totals stop();
 
   bool running() const noexcept;
-  int signal_number() const noexcept;         // the signal chosen at start() (0 before)
+  // The signal chosen at start() (0 before); where the samples went if the program took it since (the preload
+  // library's sigaction/signal/sigset move them: docs/sampling.md), -1 when no signal was left for them.
+  int signal_number() const noexcept;
   const std::string& event_name() const noexcept;
   // Whether the event counts kernel time too: an event that names no privilege level does where the caller
   // may (root, CAP_PERFMON, perf_event_paranoid < 2). An overflow in the kernel is delivered, and its stack

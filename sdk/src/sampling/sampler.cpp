@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
-#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -47,17 +47,6 @@ void validate(const Sampler::Options& o) {
   if (o.unwinder == Unwinder::kernel && o.rearm != Sampler::Rearm::ring_buffer)
     throw Error("Sampler::Options: the kernel unwinder reads callchains from the ring buffer; use "
                 "rearm = Rearm::ring_buffer with Unwinder::kernel");
-}
-
-// The fcntl calls that route an event's overflow signal to the thread that opened it.
-void route_signal(int fd, int signo, pid_t tid) {
-  f_owner_ex owner{F_OWNER_TID, tid};
-  if (fcntl(fd, F_SETSIG, signo) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0)
-    throw Error("cannot route sampling signals to thread " + std::to_string(tid) + " (fcntl F_SETSIG/F_SETOWN_EX)",
-                errno);
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_ASYNC) != 0)
-    throw Error("cannot enable O_ASYNC on the sampling event", errno);
 }
 
 // With credits (ThreadState::credits) enabling grants the first two batches: REFRESH adds to the event's
@@ -216,6 +205,7 @@ void SamplerCore::attach_this_thread() {
   }
   auto state = std::make_shared<ThreadState>(options.buffer_capacity, options.max_depth);
   state->tid = current_tid();
+  state->pid = getpid();
   state->thread_marker = marker;
   state->stack = StackBounds::of_this_thread();
   state->code = CodeMap::refresh();
@@ -252,9 +242,8 @@ void SamplerCore::attach_this_thread() {
   if (stopped.load()) throw Error("Sampler::attach_this_thread raced with stop(): create a new Sampler");
   int sig = started.load() ? signo.load() : 0;
   if (sig == 0) sig = install_signal_handlers(options.signal);  // handlers before any fd can signal
+  sig = route_event(*state, sig);
   signo = sig;
-  route_signal(state->fd, sig, state->tid);
-  publish_event(state->fd, state.get());
   if (warm_up) warm_up_from_signal(sig, *state);
   if (started.load()) {
     try {
@@ -383,11 +372,16 @@ std::size_t SamplerCore::drain(void (*call)(void*, const Sample&), void* fn) {
     snapshot = states_;
   }
   std::size_t n = 0;
-  for (auto& s : snapshot) n += s->buffer.consume(pid_, [&](const Sample& sample) { call(fn, sample); });
+  for (auto& s : snapshot) {
+    n += s->buffer.consume(pid_, [&](const Sample& sample) { call(fn, sample); });
+    if (s->buffer.corrupt() && !std::exchange(s->told_corrupt, true))
+      std::fprintf(stderr, "selfperf: thread %d's sample buffer holds a record that is not one (two handlers "
+                           "nested on the thread?): its samples are no longer read\n", static_cast<int>(s->tid));
+  }
   std::lock_guard lock(mutex_);
-  // Detached and empty: nothing will ever arrive again; keep only its counts.
+  // Detached and empty (or unreadable): nothing will ever arrive again; keep only its counts.
   std::erase_if(states_, [&](const std::shared_ptr<ThreadState>& s) {
-    if (!s->detached || !s->buffer.empty()) return false;
+    if (!s->detached || (!s->buffer.empty() && !s->buffer.corrupt())) return false;
     add_totals(finished_, *s);
     return true;
   });
@@ -421,7 +415,7 @@ void Sampler::detach_this_thread() { core_->detach_this_thread(); }
 std::size_t Sampler::drain_impl(void (*call)(void*, const Sample&), void* fn) { return core_->drain(call, fn); }
 Sampler::Totals Sampler::stop() { return core_->stop(); }
 bool Sampler::running() const noexcept { return core_->started.load() && !core_->stopped.load(); }
-int Sampler::signal_number() const noexcept { return core_->signo.load(); }
+int Sampler::signal_number() const noexcept { return detail::current_signal(core_->signo.load()); }
 const std::string& Sampler::event_name() const noexcept { return core_->event_name; }
 bool Sampler::samples_kernel() const noexcept { return core_->attr.exclude_kernel == 0; }
 

@@ -39,6 +39,10 @@ struct ThreadState {
 
   int fd = -1;
   pid_t tid = 0;
+  pid_t pid = 0;  // the process that opened the event (a forked child's table holds its parent's for a while)
+  // The signal the event raises: the sampler's, or where it went when the program took that one
+  // (give_signal_to_program; -1: nowhere, the event disabled).
+  std::atomic<int> signal{0};
   const void* thread_marker = nullptr;  // this_thread_marker() of the owner
   StackBounds stack;
   const CodeMap* code = nullptr;       // the frame-pointer walk's leaf recovery; the DWARF walk's .eh_frame tables
@@ -83,6 +87,7 @@ struct ThreadState {
   std::uint64_t credit_used = 0;  // overflows seen since the last grant; the owner's handlers only
 
   bool detached = false;  // guarded by SamplerCore::mutex
+  bool told_corrupt = false;  // drain() said that `buffer` became unreadable; guarded by drain_mutex_
   // check_health's view (guarded by SamplerCore::mutex): the ring head it last saw and since when it has
   // not moved with records unread.
   std::uint64_t checked_head = 0;
@@ -150,6 +155,25 @@ const void* this_thread_marker() noexcept;
 // returns the signal. Handlers stay installed for the life of the process: a late queued signal for a closed
 // event must never meet the default action (which terminates).
 int install_signal_handlers(int requested);
+// Routes `state`'s event to `signo` (or where the program's taking it moved its events), aimed at its thread,
+// sets state.signal and publishes the event for the handlers; returns the signal. Throws selfperf::Error.
+int route_event(ThreadState& state, int signo);
+// `signo`, or the signal its events moved to when the program took it (-1: none was free).
+int current_signal(int signo) noexcept;
+// Whether `signo` is free for samples: default action, or our handler already.
+bool signal_is_free(int signo) noexcept;
+// Before the program sets its own action for `signo`: if samples come on it, moves every event of this process
+// to another free real-time signal (or disables them when none is), waits (bounded) for the signals already
+// queued under the old number, and says so once on stderr. The preload library calls it from its sigaction,
+// signal and sigset; a no-op for other signals and for our own installations.
+void give_signal_to_program(int signo) noexcept;
+bool is_sampling_handler(const struct sigaction* action) noexcept;
+// Whether `signo` is blocked and pending for thread `tid` (/proc/self/task/TID/status).
+struct ThreadSignalState {
+  bool blocked = false;
+  bool pending = false;  // queued for the thread (SigPnd), not yet delivered
+};
+ThreadSignalState thread_signal_state(pid_t tid, int signo);
 // Makes fork() wait for the locks a thread takes while it attaches (signal installation, the thread registry,
 // the code map; fork_guard.hpp). Once per process; call with no lock held.
 void sampling_locks_wait_for_fork();

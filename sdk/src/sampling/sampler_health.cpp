@@ -21,13 +21,10 @@ constexpr std::uint64_t kStallNs = 1'000'000'000;
 
 bool first_time(bool& told) noexcept { return !std::exchange(told, true); }
 
-// Whether `signo` is in `tid`'s blocked and in its pending set, from /proc (hex masks, bit signo-1).
-struct SignalState {
-  bool blocked = false;
-  bool pending = false;  // queued for the thread (SigPnd), not yet delivered
-};
+}  // namespace
 
-SignalState signal_state(pid_t tid, int signo) {
+// /proc's hex masks, bit signo-1.
+ThreadSignalState thread_signal_state(pid_t tid, int signo) {
   std::string status;
   try {
     status = read_text_file("/proc/self/task/" + std::to_string(tid) + "/status");
@@ -43,15 +40,13 @@ SignalState signal_state(pid_t tid, int signo) {
   return {has("SigBlk:"), has("SigPnd:")};
 }
 
-}  // namespace
-
 void SamplerCore::check_health() {
-  const int sig = signo.load();
-  if (sig == 0 || !started.load()) return;
+  if (signo.load() == 0 || !started.load()) return;
   const std::uint64_t now = monotonic_ns();
   for (auto& state : states_) {
     ThreadState& s = *state;
-    if (s.detached || !s.ring || s.not_signalled) continue;
+    const int sig = s.signal.load(std::memory_order_relaxed);
+    if (s.detached || !s.ring || s.not_signalled || sig <= 0) continue;
     perf_event_mmap_page* page = s.ring->control();
     const std::uint64_t head = std::atomic_ref<__u64>(page->data_head).load(std::memory_order_acquire);
     const std::uint64_t tail = std::atomic_ref<__u64>(page->data_tail).load(std::memory_order_acquire);
@@ -64,7 +59,7 @@ void SamplerCore::check_health() {
     if (now - s.stalled_since_ns < kStallNs) continue;
     // A thread inside our handler has the signal masked by the kernel; one whose signal is pending and not
     // blocked has not run since: both only wait for a CPU (seen with a thousand threads on two cores).
-    const SignalState signal = signal_state(s.tid, sig);
+    const ThreadSignalState signal = thread_signal_state(s.tid, sig);
     if (s.in_handler.load(std::memory_order_relaxed) || (signal.pending && !signal.blocked)) {
       s.stalled_since_ns = now;
       continue;

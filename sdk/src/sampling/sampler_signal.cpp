@@ -2,10 +2,13 @@
 // the only system calls are the re-arming ioctl in refresh mode, the rare one that lowers a thread's rate,
 // and clock_gettime (vDSO).
 #include <cerrno>
+#include <cstdio>
 #include <ctime>
 #include <iterator>
 #include <string>
+#include <vector>
 
+#include <fcntl.h>
 #include <sched.h>
 
 #include <sys/ioctl.h>
@@ -51,10 +54,17 @@ constexpr int kOwnEvents = 8;
 [[gnu::tls_model("initial-exec")]] thread_local std::atomic<bool> t_scan_all{false};
 
 std::mutex g_install_mutex;
+// The thread holding g_install_mutex (its t_marker): a program may change a disposition from a signal handler
+// (sigaction is async-signal-safe) that interrupted one of ours holding the lock; that change moves nothing
+// rather than deadlock (signal_handover.cpp).
+std::atomic<const void*> g_install_owner{nullptr};
 int g_sample_signals[64];  // signals carrying our handler
 int g_sample_signal_count = 0;
 bool g_sigio_installed = false;
 struct sigaction g_previous_sigio;
+// Where the events of a signal the program took went (signal_handover.cpp): 0 none, -1 nowhere (no signal was
+// free). One step, never a chain: a move from s to t repoints whatever pointed at s. Under g_install_mutex.
+int g_moved_to[NSIG];
 
 // CLOCK_THREAD_CPUTIME_ID is a system call (no vDSO path): the governor asks once per window.
 std::uint64_t thread_cpu_ns() noexcept {
@@ -322,41 +332,105 @@ void sampling_locks_wait_for_fork() {
   });
 }
 
+namespace {
+
+// g_install_mutex, with its holder noted in g_install_owner.
+class InstallLock {
+ public:
+  InstallLock() : lock_(g_install_mutex) { g_install_owner.store(&t_marker, std::memory_order_relaxed); }
+  ~InstallLock() { g_install_owner.store(nullptr, std::memory_order_relaxed); }
+  InstallLock(const InstallLock&) = delete;
+  InstallLock& operator=(const InstallLock&) = delete;
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
+
+// A signal's current stand-in: itself, or where its events went when the program took it (-1: nowhere).
+int resolve(int signo) noexcept {
+  return signo > 0 && signo < NSIG && g_moved_to[signo] != 0 ? g_moved_to[signo] : signo;
+}
+
+// Our handler on `signo`, with SIGIO's mask widened to it. Caller holds the InstallLock. A signal the program
+// took once and then left at its default action (a loop resetting every signal) is ours again.
+void adopt(int signo) {
+  bool known = false;
+  for (int i = 0; i < g_sample_signal_count; ++i) known |= g_sample_signals[i] == signo;
+  if (known && sample_handler_installed(signo)) return;
+  if (!known && g_sample_signal_count == static_cast<int>(std::size(g_sample_signals)))
+    throw Error("too many distinct sampling signals in one process");
+  if (!known) g_sample_signals[g_sample_signal_count++] = signo;
+  install(signo, on_sample_signal, nullptr);
+  // Every handler of ours masks every signal of ours, the new one too: a thread's event moved from one signal
+  // to another (give_signal_to_program) may be delivered the old one and the new one back to back, and two
+  // handlers nested on one thread would both write its ring and its sample buffer (seen: 8 million garbage
+  // samples written from a buffer whose producer was interrupted by the other).
+  for (int i = 0; i < g_sample_signal_count; ++i)
+    if (g_sample_signals[i] != signo && sample_handler_installed(g_sample_signals[i]))
+      install(g_sample_signals[i], on_sample_signal, nullptr);
+  if (g_sigio_installed) install(SIGIO, on_sigio, nullptr);
+}
+
+}  // namespace
+
 int install_signal_handlers(int requested) {
-  std::lock_guard lock(g_install_mutex);
-  int signo = requested;
+  InstallLock lock;
+  int signo = resolve(requested);
   if (signo == 0) {
     // The first real-time signal nobody handles; SIGRTMIN..+3 are left to libraries that hard-code them.
-    for (int i = 0; i < g_sample_signal_count && signo == 0; ++i) signo = g_sample_signals[i];
-    for (int s = SIGRTMIN + 4; s <= SIGRTMAX && signo == 0; ++s) {
-      struct sigaction current {};
-      if (sigaction(s, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
-          current.sa_handler == SIG_DFL)
-        signo = s;
-    }
+    for (int i = 0; i < g_sample_signal_count && signo <= 0; ++i) signo = resolve(g_sample_signals[i]);
+    if (signo < 0) signo = 0;
+    for (int s = SIGRTMIN + 4; s <= SIGRTMAX && signo == 0; ++s)
+      if (signal_is_free(s)) signo = s;
     if (signo == 0)
       throw Error("no free real-time signal for the sampler: every one from SIGRTMIN+4 has a handler; set "
                   "Sampler::Options::signal to one the program does not use");
-  } else if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || signo == SIGSEGV ||
-             signo == SIGBUS || signo == SIGFPE || signo == SIGILL) {
+  } else if (signo < 0) {
+    throw Error("the program took signal " + std::to_string(requested) +
+                ", which carried samples, and no real-time signal was left for them: sampling is off");
+  } else if (signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || signo == SIGSEGV || signo == SIGBUS ||
+             signo == SIGFPE || signo == SIGILL) {
     throw Error("Sampler::Options::signal " + std::to_string(signo) +
                 " cannot carry samples: use a real-time signal (SIGRTMIN..SIGRTMAX) or 0 to pick one");
   }
-  bool known = false;
-  for (int i = 0; i < g_sample_signal_count; ++i) known |= g_sample_signals[i] == signo;
-  if (!known && signo != SIGIO) {
-    if (g_sample_signal_count == static_cast<int>(std::size(g_sample_signals)))
-      throw Error("too many distinct sampling signals in one process");
-    install(signo, on_sample_signal, nullptr);
-    g_sample_signals[g_sample_signal_count++] = signo;
-    // SIGIO's mask must cover the new signal too.
-    if (g_sigio_installed) install(SIGIO, on_sigio, nullptr);
-  }
+  if (signo != SIGIO) adopt(signo);
   if (!g_sigio_installed) {
     install(SIGIO, on_sigio, &g_previous_sigio);
     g_sigio_installed = true;
   }
   return signo;
+}
+
+int current_signal(int signo) noexcept {
+  if (signo <= 0) return signo;
+  std::lock_guard lock(g_install_mutex);
+  return resolve(signo);
+}
+
+bool signal_is_free(int signo) noexcept {
+  struct sigaction current {};
+  if (sigaction(signo, nullptr, &current) != 0) return false;
+  return (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction == on_sample_signal
+                                         : current.sa_handler == SIG_DFL;
+}
+
+int route_event(ThreadState& state, int signo) {
+  InstallLock lock;
+  const int sig = resolve(signo);
+  if (sig < 0)
+    throw Error("the program took signal " + std::to_string(signo) +
+                ", which carried samples, and no real-time signal was left for them: thread not sampled");
+  f_owner_ex owner{F_OWNER_TID, state.tid};
+  if (fcntl(state.fd, F_SETSIG, sig) != 0 || fcntl(state.fd, F_SETOWN_EX, &owner) != 0)
+    throw Error("cannot route sampling signals to thread " + std::to_string(state.tid) +
+                    " (fcntl F_SETSIG/F_SETOWN_EX)",
+                errno);
+  const int flags = fcntl(state.fd, F_GETFL);
+  if (flags < 0 || fcntl(state.fd, F_SETFL, flags | O_ASYNC) != 0)
+    throw Error("cannot enable O_ASYNC on the sampling event", errno);
+  state.signal.store(sig, std::memory_order_relaxed);
+  publish_event(state.fd, &state);
+  return sig;
 }
 
 void publish_event(int fd, ThreadState* state) {
@@ -405,4 +479,81 @@ void warm_up_from_signal(int signo, ThreadState& state) noexcept {
   state.libunwind_budget = {};  // a cold warm-up fallback must not delay the first samples
 }
 
+void give_signal_to_program(int signo) noexcept {
+  if (signo <= 0 || signo >= NSIG || signo == SIGIO) return;
+  if (g_install_owner.load(std::memory_order_relaxed) == &t_marker) return;  // see g_install_owner
+  try {
+    InstallLock lock;
+    bool carries = false;
+    for (int i = 0; i < g_sample_signal_count; ++i) carries |= g_sample_signals[i] == signo;
+    if (!carries || g_moved_to[signo] != 0) return;  // not ours, or already handed over
+    // The lowest free one. A loop over every signal, either way, then moves the samples at most twice: up to
+    // the next signal, which the loop reaches next, and from there back to one it has already passed. Where the
+    // program took every real-time signal, SIGURG or SIGWINCH at their default action: that action ignores, so
+    // even a stray sample after the program takes one of them harms nothing; pending ones merge (each thread
+    // has its own event, and its ring holds every overflow, so one delivery takes them all).
+    int target = 0;
+    for (int s = SIGRTMIN + 4; s <= SIGRTMAX && target == 0; ++s)
+      if (s != signo && signal_is_free(s)) target = s;
+    for (int s : {SIGURG, SIGWINCH})
+      if (target == 0 && s != signo && signal_is_free(s)) target = s;
+    if (target != 0) adopt(target);
+    // Only this process's events: a forked child's table still holds the parent's until the sampler adopts
+    // the fork, and F_SETSIG through the child's copy of a descriptor would re-route the parent's event.
+    const pid_t self = getpid();
+    std::vector<pid_t> moved;
+    const int highest = g_highest_fd.load(std::memory_order_acquire);
+    for (int fd = 0; fd <= highest; ++fd) {
+      EventSlot& slot = g_events[fd];
+      slot.readers.fetch_add(1, std::memory_order_seq_cst);
+      ThreadState* state = slot.state.load(std::memory_order_seq_cst);
+      if (state != nullptr && state->pid == self && state->signal.load(std::memory_order_relaxed) == signo) {
+        if (target != 0 ? fcntl(fd, F_SETSIG, target) == 0 : ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) == 0) {
+          state->signal.store(target != 0 ? target : -1, std::memory_order_relaxed);
+          moved.push_back(state->tid);
+        }
+      }
+      slot.readers.fetch_sub(1, std::memory_order_release);
+    }
+    for (int& to : g_moved_to)
+      if (to == signo) to = target != 0 ? target : -1;
+    g_moved_to[signo] = target != 0 ? target : -1;
+    if (target != 0) g_moved_to[target] = 0;
+    // A signal queued under the old number before the move is delivered as soon as its thread runs, to our
+    // handler while it is still there: wait for that (bounded), so that the program's disposition, SIG_DFL
+    // above all (a real-time signal's default terminates), never meets one of ours. A thread that blocks the
+    // signal keeps its (at most two batches of credits) until it unblocks: not waited for.
+    const std::uint64_t give_up = monotonic_ns() + 100'000'000;
+    for (pid_t tid : moved) {
+      for (;;) {
+        const ThreadSignalState st = thread_signal_state(tid, signo);
+        if (!st.pending || st.blocked || monotonic_ns() > give_up) break;
+        sched_yield();
+      }
+    }
+    // Once per process and kind (a forked child says it again: it is another program's run).
+    static std::atomic<pid_t> told_moved{0}, told_stopped{0};
+    if (!moved.empty() && (target != 0 ? told_moved : told_stopped).exchange(self) != self) {
+      if (target != 0)
+        std::fprintf(stderr, "selfperf: the program set its own action for signal %d, which carried samples: "
+                             "they moved to another free real-time signal (%d for now)\n", signo, target);
+      else
+        std::fprintf(stderr, "selfperf: the program set its own action for signal %d, which carried samples, and "
+                             "no other signal is free (real-time, SIGURG, SIGWINCH): sampling stopped\n", signo);
+    }
+  } catch (...) {  // the program's own sigaction must go on whatever happens here
+  }
+}
+
+bool is_sampling_handler(const struct sigaction* action) noexcept {
+  return action != nullptr && (action->sa_flags & SA_SIGINFO) &&
+         (action->sa_sigaction == on_sample_signal || action->sa_sigaction == on_sigio);
+}
+
 }  // namespace selfperf::detail
+
+// For the preload library's sigaction/signal/sigset (sdk/preload/signal_hook.cpp): before the program changes
+// the action of a signal that carries samples, they move to another.
+extern "C" void selfperf_program_sets_signal(int signo, const struct sigaction* action) noexcept {
+  if (!selfperf::detail::is_sampling_handler(action)) selfperf::detail::give_signal_to_program(signo);
+}
