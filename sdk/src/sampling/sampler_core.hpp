@@ -173,7 +173,7 @@ struct ThreadSignalState {
   bool blocked = false;
   bool pending = false;  // queued for the thread (SigPnd), not yet delivered
 };
-ThreadSignalState thread_signal_state(pid_t tid, int signo);
+ThreadSignalState thread_signal_state(pid_t tid, int signo) noexcept;
 // Makes fork() wait for the locks a thread takes while it attaches (signal installation, the thread registry,
 // the code map; fork_guard.hpp). Once per process; call with no lock held.
 void sampling_locks_wait_for_fork();

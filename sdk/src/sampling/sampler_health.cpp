@@ -2,11 +2,14 @@
 // wait in its ring and are never taken. With credits such a thread costs little (the kernel stops its event at
 // 32 overflows) but it is not sampled, and the user must hear why, once per kind.
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <utility>
 
+#include <fcntl.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "events/perf_syscall.hpp"
 #include "sampling/sampler_core.hpp"
@@ -23,18 +26,23 @@ bool first_time(bool& told) noexcept { return !std::exchange(told, true); }
 
 }  // namespace
 
-// /proc's hex masks, bit signo-1.
-ThreadSignalState thread_signal_state(pid_t tid, int signo) {
-  std::string status;
-  try {
-    status = read_text_file("/proc/self/task/" + std::to_string(tid) + "/status");
-  } catch (const std::exception&) {
-    return {};
-  }
+// /proc's hex masks, bit signo-1. Read into a buffer on the stack: give_signal_to_program may run in a signal
+// handler of the program's.
+ThreadSignalState thread_signal_state(pid_t tid, int signo) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/status", static_cast<int>(tid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char text[4096];  // ~1.5 KB on Linux 6
+  std::size_t size = 0;
+  for (ssize_t n; size < sizeof text - 1 && (n = ::read(fd, text + size, sizeof text - 1 - size)) > 0;)
+    size += static_cast<std::size_t>(n);
+  ::close(fd);
+  text[size] = '\0';
   const auto has = [&](const char* field) {
-    const std::size_t at = status.find(field);
-    if (at == std::string::npos) return false;
-    const std::uint64_t mask = std::strtoull(status.c_str() + at + std::char_traits<char>::length(field), nullptr, 16);
+    const char* at = std::strstr(text, field);
+    if (at == nullptr) return false;
+    const std::uint64_t mask = std::strtoull(at + std::strlen(field), nullptr, 16);
     return signo >= 1 && signo <= 64 && (mask >> (signo - 1) & 1) != 0;
   };
   return {has("SigBlk:"), has("SigPnd:")};

@@ -1,12 +1,12 @@
 // The sampling signal handlers. Everything here runs in signal context: no allocation, no locks, no stdio;
 // the only system calls are the re-arming ioctl in refresh mode, the rare one that lowers a thread's rate,
 // and clock_gettime (vDSO).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
 #include <iterator>
 #include <string>
-#include <vector>
 
 #include <fcntl.h>
 #include <sched.h>
@@ -60,6 +60,9 @@ std::mutex g_install_mutex;
 std::atomic<const void*> g_install_owner{nullptr};
 int g_sample_signals[64];  // signals carrying our handler
 int g_sample_signal_count = 0;
+// Bit signo-1 for every signal that ever carried our handler: the program's sigaction calls for other signals
+// (nearly all of them) leave give_signal_to_program without taking a lock.
+std::atomic<std::uint64_t> g_ever_ours{0};
 bool g_sigio_installed = false;
 struct sigaction g_previous_sigio;
 // Where the events of a signal the program took went (signal_handover.cpp): 0 none, -1 nowhere (no signal was
@@ -360,6 +363,7 @@ void adopt(int signo) {
   if (!known && g_sample_signal_count == static_cast<int>(std::size(g_sample_signals)))
     throw Error("too many distinct sampling signals in one process");
   if (!known) g_sample_signals[g_sample_signal_count++] = signo;
+  g_ever_ours.fetch_or(std::uint64_t{1} << (signo - 1), std::memory_order_release);
   install(signo, on_sample_signal, nullptr);
   // Every handler of ours masks every signal of ours, the new one too: a thread's event moved from one signal
   // to another (give_signal_to_program) may be delivered the old one and the new one back to back, and two
@@ -479,9 +483,13 @@ void warm_up_from_signal(int signo, ThreadState& state) noexcept {
   state.libunwind_budget = {};  // a cold warm-up fallback must not delay the first samples
 }
 
+// The program may call sigaction from a signal handler (it is async-signal-safe), so this allocates nothing and
+// writes its line with write(2); a handler that interrupted this very thread holding the lock moves nothing
+// (g_install_owner).
 void give_signal_to_program(int signo) noexcept {
-  if (signo <= 0 || signo >= NSIG || signo == SIGIO) return;
-  if (g_install_owner.load(std::memory_order_relaxed) == &t_marker) return;  // see g_install_owner
+  if (signo <= 0 || signo > 64 || signo == SIGIO) return;
+  if (!(g_ever_ours.load(std::memory_order_acquire) >> (signo - 1) & 1)) return;
+  if (g_install_owner.load(std::memory_order_relaxed) == &t_marker) return;
   try {
     InstallLock lock;
     bool carries = false;
@@ -501,7 +509,8 @@ void give_signal_to_program(int signo) noexcept {
     // Only this process's events: a forked child's table still holds the parent's until the sampler adopts
     // the fork, and F_SETSIG through the child's copy of a descriptor would re-route the parent's event.
     const pid_t self = getpid();
-    std::vector<pid_t> moved;
+    pid_t waited[256];  // threads whose old signals are waited for (the first 256; the rest are not)
+    std::size_t moved = 0;
     const int highest = g_highest_fd.load(std::memory_order_acquire);
     for (int fd = 0; fd <= highest; ++fd) {
       EventSlot& slot = g_events[fd];
@@ -510,7 +519,8 @@ void give_signal_to_program(int signo) noexcept {
       if (state != nullptr && state->pid == self && state->signal.load(std::memory_order_relaxed) == signo) {
         if (target != 0 ? fcntl(fd, F_SETSIG, target) == 0 : ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) == 0) {
           state->signal.store(target != 0 ? target : -1, std::memory_order_relaxed);
-          moved.push_back(state->tid);
+          if (moved < std::size(waited)) waited[moved] = state->tid;
+          ++moved;
         }
       }
       slot.readers.fetch_sub(1, std::memory_order_release);
@@ -524,22 +534,30 @@ void give_signal_to_program(int signo) noexcept {
     // above all (a real-time signal's default terminates), never meets one of ours. A thread that blocks the
     // signal keeps its (at most two batches of credits) until it unblocks: not waited for.
     const std::uint64_t give_up = monotonic_ns() + 100'000'000;
-    for (pid_t tid : moved) {
+    for (std::size_t i = 0; i < std::min(moved, std::size(waited)); ++i) {
       for (;;) {
-        const ThreadSignalState st = thread_signal_state(tid, signo);
+        const ThreadSignalState st = thread_signal_state(waited[i], signo);
         if (!st.pending || st.blocked || monotonic_ns() > give_up) break;
         sched_yield();
       }
     }
     // Once per process and kind (a forked child says it again: it is another program's run).
     static std::atomic<pid_t> told_moved{0}, told_stopped{0};
-    if (!moved.empty() && (target != 0 ? told_moved : told_stopped).exchange(self) != self) {
-      if (target != 0)
-        std::fprintf(stderr, "selfperf: the program set its own action for signal %d, which carried samples: "
-                             "they moved to another free real-time signal (%d for now)\n", signo, target);
-      else
-        std::fprintf(stderr, "selfperf: the program set its own action for signal %d, which carried samples, and "
-                             "no other signal is free (real-time, SIGURG, SIGWINCH): sampling stopped\n", signo);
+    if (moved != 0 && (target != 0 ? told_moved : told_stopped).exchange(self) != self) {
+      char line[256];
+      const int n =
+          target != 0
+              ? std::snprintf(line, sizeof line, "selfperf: the program set its own action for signal %d, which "
+                              "carried samples: they moved to another free real-time signal (%d for now)\n",
+                              signo, target)
+              : std::snprintf(line, sizeof line, "selfperf: the program set its own action for signal %d, which "
+                              "carried samples, and no other signal is free (real-time, SIGURG, SIGWINCH): "
+                              "sampling stopped\n",
+                              signo);
+      if (n > 0) {
+        const ssize_t written = ::write(2, line, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof line - 1));
+        static_cast<void>(written);  // nowhere to say that stderr failed
+      }
     }
   } catch (...) {  // the program's own sigaction must go on whatever happens here
   }
