@@ -10,21 +10,10 @@
 # measured in bench/bench_profile_cost.cpp (short_process).
 # Usage: check_preload_footprint.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
+source "$(dirname "$0")/preload_helpers.sh"
 src=$(cd "${2:?source dir}" && pwd)
-lib="$build/lib/libselfperf_profile.so"
-[[ -f $lib ]] || { echo "FAIL: build selfperf_profile first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-libs=$(ldd "$lib")
-if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
-  echo "skipped: sanitizer build: the sanitized preload library cannot be LD_PRELOADed into cat and gzip"; exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
+preload_setup "${1:?build dir}"
+skip_sanitized "the sanitized preload library cannot be LD_PRELOADed into cat and gzip"
 
 # Exported: the interposed calls and nothing else (nm -D: defined, global).
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TWRDBV]$/ { print $3 }' | sed 's/@.*//' | sort -u | tr '\n' ' ')

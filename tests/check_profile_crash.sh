@@ -4,19 +4,12 @@
 # written. Fails before the header was kept valid from the start: perf said "incompatible file format".
 # Usage: check_profile_crash.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-lib="$build/lib/libselfperf_profile.so"
-program="$build/samples/profile_workload"
-[[ -f $lib && -x $program ]] || { echo "FAIL: build selfperf_profile and profile_workload first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-command -v perf >/dev/null 2>&1 || { echo "skipped: perf absent (linux-perf), nothing to read the files with"; exit 77; }
-tmp=$(mktemp -d)
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}" samples/profile_workload
+program=$build/samples/profile_workload
+need_perf "nothing to read the files with"
 worker=
 trap '[[ -n $worker ]] && kill -KILL "$worker" 2>/dev/null; rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
 
 check_read() {  # what file
   local what=$1 f=$2
@@ -44,8 +37,7 @@ wait "$worker" 2>/dev/null || true
 worker=
 check_read SIGKILL killed.data
 
-libs=$(ldd "$lib")
-if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
+if sanitized; then
   echo "note: sanitizer build: the preload library cannot be LD_PRELOADed into bash and python3, abort/segv/_exit part skipped"
   exit 0
 fi

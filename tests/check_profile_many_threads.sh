@@ -6,21 +6,10 @@
 # masks the signal while its handler runs). The summary counts the sampled threads. Memory: bench_profile_cost.
 # Usage: check_profile_many_threads.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-lib="$build/lib/libselfperf_profile.so"
-program="$build/tests/many_threads"
-[[ -f $lib && -x $program ]] || { echo "FAIL: build selfperf_profile and many_threads first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-libs=$(ldd "$lib" 2>/dev/null || true)
-if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
-  echo "skipped: sanitizer build: a thousand sanitized threads under the sampler take minutes here"; exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}" tests/many_threads
+program=$build/tests/many_threads
+skip_sanitized "a thousand sanitized threads under the sampler take minutes here"
 
 LD_PRELOAD=$lib SELFPERF_PROFILE="$tmp/out.data" "$program" 1000 20 > stdout.txt 2> stderr.txt ||
   fail "the program failed: $(tail -5 stderr.txt)"

@@ -5,18 +5,10 @@
 # profile (into a file of its own: check_profile_tree.sh). The same with selfperf::profile_from_env() called by the program (--manual).
 # Usage: check_profile_preload.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-lib="$build/lib/libselfperf_profile.so"
-program="$build/samples/profile_workload"
-[[ -f $lib && -x $program ]] || { echo "FAIL: build selfperf_profile and profile_workload first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}" samples/profile_workload
+program=$build/samples/profile_workload
 export HOME=$tmp
-fail() { echo "FAIL: $*"; exit 1; }
 
 check_profile() {  # mode data
   local mode=$1 data=$2
@@ -39,15 +31,12 @@ check_profile() {  # mode data
   echo "ok: $mode: threads $(awk '{ printf "%s ", $1 }' tids.txt)samples"
 }
 
-sanitized=no
-libs=$(ldd "$program")  # not `ldd | grep -q`: grep's early exit can SIGPIPE ldd, and pipefail then says "no"
-[[ $libs == *libasan* || $libs == *libtsan* ]] && sanitized=yes
-if [[ $sanitized == yes ]]; then
+if sanitized; then
   # The workload forks while its drain thread runs: in the child, memory that thread held is unreachable and
   # LeakSanitizer reports it at the child's exit (a false positive of fork without exec).
   export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 fi
-if [[ $sanitized == yes ]]; then
+if sanitized; then
   echo "note: sanitizer build: LD_PRELOAD of a sanitized library into a plain program is not possible, preload part skipped"
 else
   LD_PRELOAD=$lib SELFPERF_PROFILE=$tmp/pre.data "$program" 300 > preload.out 2> preload.err || {

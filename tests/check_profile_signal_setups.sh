@@ -13,21 +13,10 @@
 #   sigprof  its own ITIMER_PROF timer: its SIGPROFs keep coming at the rate its CPU time gives, sampled too
 # Usage: check_profile_signal_setups.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-lib="$build/lib/libselfperf_profile.so"
-program="$build/tests/signal_setups"
-[[ -f $lib && -x $program ]] || { echo "FAIL: build selfperf_profile and signal_setups first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-libs=$(ldd "$lib")
-if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
-  echo "skipped: sanitizer build: the sanitized preload library cannot be LD_PRELOADed into another program"; exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}" tests/signal_setups
+program=$build/tests/signal_setups
+skip_sanitized "the sanitized preload library cannot be LD_PRELOADed into another program"
 field() { sed -E "s/.* $1 ([0-9]+).*/\\1/" <<< "$2"; }  # field NAME LINE: the number after NAME
 
 threads=2

@@ -4,24 +4,13 @@
 # tree. Each count is checked against perf script's count of the samples in the file the summary names.
 # Usage: check_profile_summary.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-selfperf="$build/bin/selfperf"
-lib="$build/lib/libselfperf_profile.so"
-[[ -x $selfperf && -f $lib ]] || { echo "FAIL: build selfperf_cli and selfperf_profile first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-libs=$(ldd "$lib")
-if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
-  echo "skipped: sanitizer build: the sanitized preload library cannot be LD_PRELOADed into bash"; exit 77
-fi
-command -v perf >/dev/null 2>&1 || { echo "skipped: perf absent (linux-perf), nothing to check the counts with"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 missing (setup.sh installs it)"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}" bin/selfperf
+selfperf=$build/bin/selfperf
+skip_sanitized "the sanitized preload library cannot be LD_PRELOADed into bash"
+need_perf "nothing to check the counts with"
+command -v python3 >/dev/null 2>&1 || fail "python3 missing (setup.sh installs it)"
 export HOME=$tmp
-fail() { echo "FAIL: $*"; exit 1; }
 json() {  # json FILE EXPRESSION-over-j: prints the value
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }

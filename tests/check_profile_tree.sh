@@ -5,20 +5,9 @@
 # no file; each process names its file on stderr, and SELFPERF_QUIET=1 silences that.
 # Usage: check_profile_tree.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-lib="$build/lib/libselfperf_profile.so"
-[[ -f $lib ]] || { echo "FAIL: build selfperf_profile first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-libs=$(ldd "$lib")
-if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
-  echo "skipped: sanitizer build: the sanitized preload library cannot be LD_PRELOADed into sh and bash"; exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}"
+skip_sanitized "the sanitized preload library cannot be LD_PRELOADed into sh and bash"
 have_perf=yes
 command -v perf >/dev/null 2>&1 || { have_perf=no; echo "note: perf absent, perf checks skipped"; }
 

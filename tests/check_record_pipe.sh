@@ -4,25 +4,14 @@
 # child's child_burn), while the workload's own standard output went to standard error, not into the stream.
 # Also: a terminal as standard output is refused. Usage: check_record_pipe.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-selfperf="$build/bin/selfperf"
-lib="$build/lib/libselfperf_profile.so"
-program="$build/samples/profile_workload"
-[[ -x $selfperf && -f $lib && -x $program ]] ||
-  { echo "FAIL: build selfperf_cli, selfperf_profile and profile_workload first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-if [[ $(ldd "$lib") == *libasan* || $(ldd "$lib") == *libtsan* ]]; then
-  # selfperf record preloads the library into /bin/sh too (the workload's exec'd child).
-  echo "skipped: sanitizer build: the sanitized preload library cannot be LD_PRELOADed into sh"; exit 77
-fi
-command -v perf >/dev/null 2>&1 || { echo "skipped: perf absent (linux-perf), nothing reads the stream"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}" bin/selfperf samples/profile_workload
+selfperf=$build/bin/selfperf
+program=$build/samples/profile_workload
+# selfperf record preloads the library into /bin/sh too (the workload's exec'd child).
+skip_sanitized "the sanitized preload library cannot be LD_PRELOADed into sh"
+need_perf "nothing reads the stream"
 export HOME=$tmp   # perf keeps a build-id cache under ~/.debug; nobody's HOME may not be writable
-fail() { echo "FAIL: $*"; exit 1; }
 
 functions="main_burn thread_burn_one thread_burn_two child_burn"
 

@@ -4,22 +4,11 @@
 # comm,pid and perf script show every process of it with samples, and the summary names them.
 # Usage: check_record_tree.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-selfperf="$build/bin/selfperf"
-lib="$build/lib/libselfperf_profile.so"
-[[ -x $selfperf && -f $lib ]] || { echo "FAIL: build selfperf_cli and selfperf_profile first"; exit 1; }
-if [[ ! -e /proc/sys/kernel/perf_event_paranoid ]]; then
-  echo "skipped: this kernel has no perf events"; exit 77
-fi
-libs=$(ldd "$lib")
-if [[ $libs == *libasan* || $libs == *libtsan* ]]; then
-  echo "skipped: sanitizer build: the sanitized preload library cannot be LD_PRELOADed into sh and bash"; exit 77
-fi
-command -v perf >/dev/null 2>&1 || { echo "skipped: perf absent (linux-perf), nothing to check the file with"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/preload_helpers.sh"
+preload_setup "${1:?build dir}" bin/selfperf
+selfperf=$build/bin/selfperf
+skip_sanitized "the sanitized preload library cannot be LD_PRELOADed into sh and bash"
+need_perf "nothing to check the file with"
 
 # Each bash of the chain notes its pid, burns CPU (dozens of samples at 999 Hz anywhere), and starts the next
 # one with fork+exec (the command is not the script's last, so bash cannot exec it in place).
