@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What the preload library costs a process that takes no sample, in what it loads and shows: it shows the
 # program only the calls it interposes (exec*, fork, pthread_create, sigaction, signal, sigset); it loads
-# neither libstdc++ (linked in), libm,
-# nor elfutils (libdw and libelf come on demand, when a process with samples symbolizes), nor libunwind and its
-# liblzma (loaded by the set-up the drain thread makes after a pass that drained samples); and symbolizing a
+# neither libstdc++ nor libgcc_s (both linked in), libm, nor elfutils (libdw and libelf come on demand, when a
+# process with samples symbolizes), nor libunwind and its liblzma (loaded by the set-up the drain thread makes
+# after a pass that drained samples); and symbolizing a
 # stripped distro binary does not load libdebuginfod (with curl, gnutls, krb5 …) unless DEBUGINFOD_URLS asks
-# for it. A process whose samples need libunwind gets it once it has samples, and a C++ throw there still
-# unwinds with libgcc_s (libunwind's _Unwind_RaiseException needs a free descriptor). The CPU it costs is
+# for it. A process whose samples need libunwind gets it once it has samples, and the program's C++ throw there
+# still unwinds with libgcc_s (libunwind's _Unwind_RaiseException needs a free descriptor). The CPU it costs is
 # measured in bench/bench_profile_cost.cpp (short_process).
 # Usage: check_preload_footprint.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -20,10 +20,10 @@ exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TWRDBV]$/ { print $3 }' | 
 expected="execl execle execlp execv execve execveat execvp execvpe fexecve fork pthread_create sigaction signal sigset "
 [[ $exported == "$expected" ]] ||
   fail "the library exports $(wc -w <<< "$exported") symbols ($(cut -c1-300 <<< "$exported")…), expected only '$expected'"
-for needed in libstdc++ libdw libelf libm.so libunwind liblzma; do
+for needed in libstdc++ libgcc_s libdw libelf libm.so libunwind liblzma; do
   readelf -d "$lib" | grep -q "NEEDED.*$needed" && fail "the library still needs $needed at load"
 done
-echo "ok: exports only the interposed calls; needs no libstdc++, libdw, libelf, libm, libunwind, liblzma"
+echo "ok: exports only the interposed calls; needs no libstdc++, libgcc_s, libdw, libelf, libm, libunwind, liblzma"
 
 # A process without samples: cat prints its own mappings while profiled (at 1 Hz: no sample).
 LD_PRELOAD=$lib SELFPERF_PROFILE="$tmp/cat.data" SELFPERF_FREQUENCY=1 SELFPERF_QUIET=1 cat /proc/self/maps > maps.txt

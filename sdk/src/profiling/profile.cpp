@@ -23,7 +23,8 @@
 #include <map>
 #include <optional>
 #include <vector>
-#include <thread>
+
+#include <pthread.h>
 
 #include "selfperf/error.hpp"
 #include "selfperf/event.hpp"
@@ -96,13 +97,19 @@ struct Profiler::State {
   std::condition_variable wake;
   bool stopping = false;
   bool stopped = false;
-  std::thread drainer;
+  // A pthread, not a std::thread: std::thread's state is freed by the new thread, and a thread's first free()
+  // makes glibc a malloc arena for it (a 128 MiB reservation trimmed by two munmap and an mprotect), which
+  // every short process paid. A process that ends before the first pass (50 ms) leaves the drainer without
+  // one malloc or free.
+  pthread_t drainer{};
+  bool drainer_running = false;
   std::atomic<std::uint64_t> samples{0};
   std::atomic<std::uint64_t> lost{0};
   std::uint64_t samples_dropped = 0;  // drained after a write error
   void (*on_first_pass)() = nullptr;
 
   void start_drainer();
+  void drain_loop();
   void finish();
 
   void open_writer() {
@@ -197,34 +204,43 @@ void Profiler::start() {
 
 void Profiler::State::start_drainer() {
   detail::UnattachedThreadCreation unattached;  // the drainer is not profiled
-  drainer = std::thread([this] {
-    std::unique_lock lock(mu);
-    bool first_pass = true;
-    bool libunwind_prepared = false;
-    while (!stopping) {
-      wake.wait_for(lock, kDrainInterval);
-      drain_once();
-      // Samples that needed libunwind before this kept the DWARF walk's frames (Totals::unwound_partially).
-      // Outside mu: the set-up may load libunwind (the preload library's dlopen takes the loader's lock), and a
-      // library constructor that forks, holding that lock, waits for mu (fork_guard.hpp).
-      if (!libunwind_prepared && unwinder == Unwinder::libunwind && samples.load(std::memory_order_relaxed) > 0) {
-        lock.unlock();
-        prepare_libunwind_process();
-        lock.lock();
-        libunwind_prepared = true;
-      }
-      if (first_pass && on_first_pass) on_first_pass();
-      first_pass = false;
+  const int rc = pthread_create(
+      &drainer, nullptr, [](void* state) -> void* {
+        static_cast<State*>(state)->drain_loop();
+        return nullptr;
+      },
+      this);
+  if (rc != 0) throw Error("profiler: cannot start its drain thread", rc);
+  drainer_running = true;
+}
+
+void Profiler::State::drain_loop() {
+  std::unique_lock lock(mu);
+  bool first_pass = true;
+  bool libunwind_prepared = false;
+  for (;;) {
+    // Woken by stop(), it leaves without a pass: finish() drains after joining it.
+    if (wake.wait_for(lock, kDrainInterval, [this] { return stopping; })) break;
+    drain_once();
+    // Samples that needed libunwind before this kept the DWARF walk's frames (Totals::unwound_partially).
+    // Outside mu: the set-up may load libunwind (the preload library's dlopen takes the loader's lock), and a
+    // library constructor that forks, holding that lock, waits for mu (fork_guard.hpp).
+    if (!libunwind_prepared && unwinder == Unwinder::libunwind && samples.load(std::memory_order_relaxed) > 0) {
+      lock.unlock();
+      prepare_libunwind_process();
+      lock.lock();
+      libunwind_prepared = true;
     }
-  });
+    if (first_pass && on_first_pass) on_first_pass();
+    first_pass = false;
+  }
 }
 
 void Profiler::restart_in_fork_child() {
   auto& s = *state_;
   if (s.stopped || !s.sampler || ::getpid() == s.owner) return;
   // Everything copied from the parent is the parent's: its file (the copy of its descriptor is closed
-  // unwritten), its samples, its drain thread (which this process does not have: the std::thread object is
-  // overwritten, never joined or destroyed).
+  // unwritten), its samples, its drain thread (which this process does not have: never joined).
   if (s.writer) s.writer->abandon();
   s.writer.reset();
   s.path.clear();
@@ -236,7 +252,7 @@ void Profiler::restart_in_fork_child() {
   s.write_failed = false;
   s.totals = {};
   s.owner = ::getpid();
-  new (&s.drainer) std::thread();
+  s.drainer_running = false;
   s.sampler->attach_this_thread();  // the Sampler drops what it inherited and opens this thread's event
   s.start_drainer();
 }
@@ -279,7 +295,8 @@ void Profiler::State::finish() {
     s.stopping = true;
   }
   s.wake.notify_all();
-  if (s.drainer.joinable()) s.drainer.join();
+  if (s.drainer_running) pthread_join(s.drainer, nullptr);
+  s.drainer_running = false;
   detail::fork_no_longer_waits_for(s.mu);
   s.totals = s.sampler->stop();
   std::lock_guard lock(s.mu);
