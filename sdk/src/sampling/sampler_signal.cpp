@@ -56,7 +56,7 @@ constexpr int kOwnEvents = 8;
 std::mutex g_install_mutex;
 // The thread holding g_install_mutex (its t_marker): a program may change a disposition from a signal handler
 // (sigaction is async-signal-safe) that interrupted one of ours holding the lock; that change moves nothing
-// rather than deadlock (signal_handover.cpp).
+// rather than deadlock (give_signal_to_program).
 std::atomic<const void*> g_install_owner{nullptr};
 int g_sample_signals[64];  // signals carrying our handler
 int g_sample_signal_count = 0;
@@ -65,8 +65,8 @@ int g_sample_signal_count = 0;
 std::atomic<std::uint64_t> g_ever_ours{0};
 bool g_sigio_installed = false;
 struct sigaction g_previous_sigio;
-// Where the events of a signal the program took went (signal_handover.cpp): 0 none, -1 nowhere (no signal was
-// free). One step, never a chain: a move from s to t repoints whatever pointed at s. Under g_install_mutex.
+// Where the events of a signal the program took went (give_signal_to_program): 0 none, -1 nowhere (no signal
+// was free). One step, never a chain: a move from s to t repoints whatever pointed at s. Under g_install_mutex.
 int g_moved_to[NSIG];
 
 // CLOCK_THREAD_CPUTIME_ID is a system call (no vDSO path): the governor asks once per window.
@@ -382,8 +382,12 @@ int install_signal_handlers(int requested) {
   int signo = resolve(requested);
   if (signo == 0) {
     // The first real-time signal nobody handles; SIGRTMIN..+3 are left to libraries that hard-code them.
-    for (int i = 0; i < g_sample_signal_count && signo <= 0; ++i) signo = resolve(g_sample_signals[i]);
-    if (signo < 0) signo = 0;
+    // One of ours still carrying our handler first: a signal the program took since (with no wrapper to move
+    // us off it) stays the program's.
+    for (int i = 0; i < g_sample_signal_count && signo == 0; ++i) {
+      const int s = resolve(g_sample_signals[i]);
+      if (s > 0 && sample_handler_installed(s)) signo = s;
+    }
     for (int s = SIGRTMIN + 4; s <= SIGRTMAX && signo == 0; ++s)
       if (signal_is_free(s)) signo = s;
     if (signo == 0)
