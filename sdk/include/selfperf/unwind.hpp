@@ -126,7 +126,9 @@ DwarfWalk unwind_dwarf(const RegisterState& regs, const StackBounds& stack, std:
 // interrupted IP (`interrupted` = the ucontext's registers) are returned. Call prepare_libunwind_this_thread()
 // before the first sample on a thread. A trace-cache miss (an address never unwound before on this thread)
 // makes libunwind look the address up through dl_iterate_phdr, which takes the loader's recursive lock, and
-// may grow its cache with mmap; warm-up keeps that off the common path but cannot rule it out.
+// may grow its cache with mmap; warm-up keeps that off the common path but cannot rule it out. Because of that
+// lock, fork() (once the process's set-up is made) waits for every thread to be out of libunwind, and a call
+// that meets a fork under way returns 0 at once, leaving `out` untouched.
 std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::uint64_t> out) noexcept;
 
 // Per-thread cache policy; the process's first call traces once. A thread's trace cache (256 KiB) is made by its

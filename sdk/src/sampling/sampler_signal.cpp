@@ -98,9 +98,13 @@ std::size_t unwind_user(ThreadState& s, const ucontext_t& uc, std::span<std::uin
       bump(s.unwound_partially);
       return walk.frames;
     }
-    bump(s.unwound_by_libunwind);
     const std::size_t n = unwind_libunwind(regs, out);
     s.libunwind_budget.spent(begin, TscClock::now_tsc());
+    if (n == 0) {  // a fork under way: libunwind is left alone, `out` still holds the walk's frames
+      bump(s.unwound_partially);
+      return walk.frames;
+    }
+    bump(s.unwound_by_libunwind);
     return n;
   }
   return unwind_frame_pointer(regs, s.stack, out, s.code);
