@@ -103,14 +103,18 @@ void check_attribution(Unwinder unwinder) {
 
   const std::array<CodeRange, 3> burns{hw_burn_a_range(), hw_burn_b_range(), hw_burn_c_range()};
   const std::array<CodeRange, 3> callers{hw_call_a_range(), hw_call_b_range(), hw_call_c_range()};
-  std::array<std::uint64_t, 3> leaf{}, with_callers{};
-  std::uint64_t drained = 0, attributed = 0;
+  // Each sample weighs its period (cycles): a rate the governor lowered is a longer period, as the sample says.
+  std::array<std::uint64_t, 3> leaf{}, with_callers{}, leaf_cycles{};
+  std::uint64_t drained = 0, attributed = 0, attributed_cycles = 0, drained_cycles = 0;
   auto consume = [&](const selfperf::Sample& s) {
     ++drained;
+    drained_cycles += s.period;
     const int which = attribute(s.frames, burns);
     if (which < 0) return;
     ++attributed;
     ++leaf[which];
+    attributed_cycles += s.period;
+    leaf_cycles[which] += s.period;
     // The kernel's x86-64 frame-pointer walk cannot see the caller of a leaf without a frame (gcc omits frames
     // in leaves that use no stack); arm64's follows the frame record the leaf keeps (-mno-omit-leaf-frame-pointer).
     const bool caller = (unwinder == Unwinder::kernel && kX86) || contains(s.frames, callers[which]);
@@ -138,20 +142,26 @@ void check_attribution(Unwinder unwinder) {
                   << ", c " << leaf[2] << "), lost " << totals.lost << ", throttled " << totals.throttled
                   << ", rate lowered " << totals.rate_lowered << ", cycles " << cycles.count);
   CHECK(drained == totals.samples);
-  REQUIRE(totals.rate_lowered == 0);  // the period held, as the bound below needs
-  // Every kPeriod cycles of this thread an overflow: taken or lost, none otherwise (the handler's own cycles
+  // The governor may lower the rate once in a while in the emulated machine: QEMU runs its vCPUs in turn
+  // against one clock, so when the other vCPU has work an overflow waits for this one's turn, and a burst of
+  // them handled late looks like sampling's time (1 run in ~4 of the guest's: one halving, 70 % through).
+  // The periods the samples carry say so, and the checks below weigh each sample by its period.
+  if (totals.rate_lowered > 0) MESSAGE("the rate was lowered " << totals.rate_lowered << " time(s)");
+  CHECK(totals.rate_lowered <= 1);
+  // Every period of this thread's cycles an overflow: taken or lost, none otherwise (the handler's own cycles
   // count). The sampling event ran a little longer than the counting one, around its open and read: a few
   // thousand cycles. 2 % either way; overflow interrupts that come late (QEMU's event counters) leave 2 %
-  // of the samples.
+  // of the samples. A lost sample's period is not known: kPeriod's, the rate asked (one or two of ~3300).
   REQUIRE(cycles.counted());
-  const double expected_samples = static_cast<double>(cycles.count) / static_cast<double>(kPeriod);
-  CHECK(static_cast<double>(totals.samples + totals.lost) >= 0.98 * expected_samples);
-  CHECK(static_cast<double>(totals.samples + totals.lost) <= 1.02 * expected_samples + 1);
+  const double sampled_cycles = static_cast<double>(drained_cycles + totals.lost * kPeriod);
+  const double counted_cycles = static_cast<double>(cycles.count);
+  CHECK(sampled_cycles >= 0.98 * counted_cycles);
+  CHECK(sampled_cycles <= 1.02 * counted_cycles + 2.0 * kPeriod);
   REQUIRE(attributed > 1000);
 
   const std::array<double, 3> expected{50.0, 30.0, 20.0};
   for (int i = 0; i < 3; ++i) {
-    const double share = 100.0 * static_cast<double>(leaf[i]) / static_cast<double>(attributed);
+    const double share = 100.0 * static_cast<double>(leaf_cycles[i]) / static_cast<double>(attributed_cycles);
     INFO("function " << i << " share " << share << " % (expected " << expected[i] << " +- " << kTolerance << ")");
     CHECK(std::abs(share - expected[i]) <= kTolerance);
     // The unwound stack names the leaf's caller, and the workload above it.
@@ -165,11 +175,12 @@ void check_attribution(Unwinder unwinder) {
                                      << " of " << totals.samples);
     CHECK(totals.unwound_by_libunwind * 20 < totals.samples);
   }
-  MESSAGE(name_of(unwinder) << ": samples " << totals.samples << " (expected " << expected_samples
-                            << "), shares a " << 100.0 * static_cast<double>(leaf[0]) / static_cast<double>(attributed)
-                            << " b " << 100.0 * static_cast<double>(leaf[1]) / static_cast<double>(attributed) << " c "
-                            << 100.0 * static_cast<double>(leaf[2]) / static_cast<double>(attributed)
-                            << " %, by libunwind " << totals.unwound_by_libunwind);
+  const auto share = [&](int i) {
+    return 100.0 * static_cast<double>(leaf_cycles[i]) / static_cast<double>(attributed_cycles);
+  };
+  MESSAGE(name_of(unwinder) << ": samples " << totals.samples << " for " << sampled_cycles << " of "
+                            << counted_cycles << " cycles, shares a " << share(0) << " b " << share(1) << " c "
+                            << share(2) << " %, by libunwind " << totals.unwound_by_libunwind);
 }
 
 }  // namespace
