@@ -165,6 +165,12 @@ bool byte_waiting(int fd) {
   return ::poll(&p, 1, 0) == 1;
 }
 
+std::string tids_text(const std::vector<pid_t>& tids) {
+  std::string s = "[";
+  for (pid_t t : tids) s += (s.size() > 1 ? " " : "") + std::to_string(t);
+  return s + "]";
+}
+
 pid_t gettid_now() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 // One thread's state letter from /proc (R, S, Z, ...); 0 when it is gone.
@@ -341,6 +347,9 @@ TEST_CASE("follows a process a watched one forks after the attach, its exec too;
   CHECK(std::find(followed[0].tids.begin(), followed[0].tids.end(), forked) != followed[0].tids.end());
   CHECK(watcher.followed_processes() == 1);
   CHECK(watcher.pids() == std::vector<pid_t>{child, forked});
+  INFO("followed tids: ", tids_text(followed[0].tids), "; watched now: ", tids_text(watcher.threads(forked)),
+       "; exited: ", tids_text(exits), "; grandchild state: ", thread_state(forked, forked));
+  CHECK(exits.empty());  // the grandchild spins until stop: none exited yet
   CHECK(watcher.threads(forked) == followed[0].tids);
   stop.send();
   poll_until(watcher, on_record, on_exit, on_follow, [&] { return watcher.empty(); });
