@@ -160,14 +160,12 @@ int install_signal_handlers(int requested);
 int route_event(ThreadState& state, int signo);
 // `signo`, or the signal its events moved to when the program took it (-1: none was free).
 int current_signal(int signo) noexcept;
-// Whether `signo` is free for samples: default action, or our handler already.
-bool signal_is_free(int signo) noexcept;
 // Before the program sets its own action for `signo`: if samples come on it, moves every event of this process
 // to another free real-time signal (or disables them when none is), waits (bounded) for the signals already
 // queued under the old number, and says so once on stderr. The preload library calls it from its sigaction,
-// signal and sigset; a no-op for other signals and for our own installations.
+// signal and sigset (through selfperf_program_sets_signal, which passes over our own installations); a no-op
+// for signals that never carried samples.
 void give_signal_to_program(int signo) noexcept;
-bool is_sampling_handler(const struct sigaction* action) noexcept;
 // Whether `signo` is blocked and pending for thread `tid` (/proc/self/task/TID/status).
 struct ThreadSignalState {
   bool blocked = false;

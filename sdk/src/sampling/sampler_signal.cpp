@@ -358,6 +358,22 @@ int resolve(int signo) noexcept {
   return signo > 0 && signo < NSIG && g_moved_to[signo] != 0 ? g_moved_to[signo] : signo;
 }
 
+// Whether `signo` is free for samples: default action, or our handler already.
+bool signal_is_free(int signo) noexcept {
+  struct sigaction current {};
+  if (sigaction(signo, nullptr, &current) != 0) return false;
+  return (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction == on_sample_signal
+                                         : current.sa_handler == SIG_DFL;
+}
+
+// The lowest free real-time signal from SIGRTMIN+4 other than `except`; 0 when none is. SIGRTMIN..+3 are left
+// to libraries that hard-code them.
+int lowest_free_realtime_signal(int except) noexcept {
+  for (int s = SIGRTMIN + 4; s <= SIGRTMAX; ++s)
+    if (s != except && signal_is_free(s)) return s;
+  return 0;
+}
+
 // Our handler on `signo`, with SIGIO's mask widened to it. Caller holds the InstallLock. A signal the program
 // took once and then left at its default action (a loop resetting every signal) is ours again.
 void adopt(int signo) {
@@ -385,15 +401,13 @@ int install_signal_handlers(int requested) {
   InstallLock lock;
   int signo = resolve(requested);
   if (signo == 0) {
-    // The first real-time signal nobody handles; SIGRTMIN..+3 are left to libraries that hard-code them.
     // One of ours still carrying our handler first: a signal the program took since (with no wrapper to move
-    // us off it) stays the program's.
+    // us off it) stays the program's. Then the first real-time signal nobody handles.
     for (int i = 0; i < g_sample_signal_count && signo == 0; ++i) {
       const int s = resolve(g_sample_signals[i]);
       if (s > 0 && sample_handler_installed(s)) signo = s;
     }
-    for (int s = SIGRTMIN + 4; s <= SIGRTMAX && signo == 0; ++s)
-      if (signal_is_free(s)) signo = s;
+    if (signo == 0) signo = lowest_free_realtime_signal(0);
     if (signo == 0)
       throw Error("no free real-time signal for the sampler: every one from SIGRTMIN+4 has a handler; set "
                   "Sampler::Options::signal to one the program does not use");
@@ -417,13 +431,6 @@ int current_signal(int signo) noexcept {
   if (signo <= 0) return signo;
   std::lock_guard lock(g_install_mutex);
   return resolve(signo);
-}
-
-bool signal_is_free(int signo) noexcept {
-  struct sigaction current {};
-  if (sigaction(signo, nullptr, &current) != 0) return false;
-  return (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction == on_sample_signal
-                                         : current.sa_handler == SIG_DFL;
 }
 
 int route_event(ThreadState& state, int signo) {
@@ -508,9 +515,7 @@ void give_signal_to_program(int signo) noexcept {
     // program took every real-time signal, SIGURG or SIGWINCH at their default action: that action ignores, so
     // even a stray sample after the program takes one of them harms nothing; pending ones merge (each thread
     // has its own event, and its ring holds every overflow, so one delivery takes them all).
-    int target = 0;
-    for (int s = SIGRTMIN + 4; s <= SIGRTMAX && target == 0; ++s)
-      if (s != signo && signal_is_free(s)) target = s;
+    int target = lowest_free_realtime_signal(signo);
     for (int s : {SIGURG, SIGWINCH})
       if (target == 0 && s != signo && signal_is_free(s)) target = s;
     if (target != 0) adopt(target);
@@ -571,15 +576,14 @@ void give_signal_to_program(int signo) noexcept {
   }
 }
 
-bool is_sampling_handler(const struct sigaction* action) noexcept {
-  return action != nullptr && (action->sa_flags & SA_SIGINFO) &&
-         (action->sa_sigaction == on_sample_signal || action->sa_sigaction == on_sigio);
-}
-
 }  // namespace selfperf::detail
 
 // For the preload library's sigaction/signal/sigset (sdk/preload/signal_hook.cpp): before the program changes
-// the action of a signal that carries samples, they move to another.
+// the action of a signal that carries samples, they move to another. Our own installations come through here
+// too (the library's sigaction calls bind to the wrapper): they move nothing.
 extern "C" void selfperf_program_sets_signal(int signo, const struct sigaction* action) noexcept {
-  if (!selfperf::detail::is_sampling_handler(action)) selfperf::detail::give_signal_to_program(signo);
+  using namespace selfperf::detail;
+  const bool ours = action != nullptr && (action->sa_flags & SA_SIGINFO) &&
+                    (action->sa_sigaction == on_sample_signal || action->sa_sigaction == on_sigio);
+  if (!ours) give_signal_to_program(signo);
 }

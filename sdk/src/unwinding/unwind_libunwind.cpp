@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <mutex>
 
 #include <pthread.h>
-#include <sched.h>
 
+#include "sampling/fork_guard.hpp"
 #include "selfperf/unwind.hpp"
 
 // Defined by the preload library, which loads libunwind here, at the set-up, instead of at the program's start
@@ -27,59 +26,14 @@ namespace {
 constexpr int kHandlerFrames = 24;
 constexpr int kMaxTrace = 512 + kHandlerFrames;
 
-// fork() waits for every thread to be out of libunwind. A trace takes the loader's lock on a cache miss
-// (dl_iterate_phdr: dl_load_write_lock, which glibc 2.36 does not reset in a child) and libunwind's own
-// mempool lock; a fork while another thread was inside one (a handler's trace, or the drain thread's first
+// fork() waits for every thread to be out of libunwind (fork_guard.hpp). A trace takes the loader's lock on a
+// cache miss (dl_iterate_phdr: dl_load_write_lock, which glibc 2.36 does not reset in a child) and libunwind's
+// own mempool lock; a fork while another thread was inside one (a handler's trace, or the drain thread's first
 // trace, the set-up) left the child that lock held for good: a profiled program's forked child stuck in its
 // first dl_iterate_phdr (attaching its thread; a C++ throw would have stuck the same), 1 run in ~15 of
 // profile_workload in the emulated arm64 machine. A handler that meets a fork under way does without libunwind
 // (the sample keeps the DWARF walk's frames); the set-up waits for the fork.
-std::atomic<int> g_inside{0};
-std::atomic<bool> g_forking{false};
-
-bool enter_libunwind() noexcept {
-  if (g_forking.load(std::memory_order_seq_cst)) return false;
-  g_inside.fetch_add(1, std::memory_order_seq_cst);
-  // seq_cst on both sides: either the fork sees this thread inside, or this thread sees the fork coming.
-  if (!g_forking.load(std::memory_order_seq_cst)) return true;
-  g_inside.fetch_sub(1, std::memory_order_seq_cst);
-  return false;
-}
-void leave_libunwind() noexcept { g_inside.fetch_sub(1, std::memory_order_seq_cst); }
-
-// The longest trace in flight: tens of µs, a cold one a few ms. Bounded all the same: a program's handler that
-// forks on a thread interrupted inside a trace would otherwise wait for itself.
-void before_fork() noexcept {
-  g_forking.store(true, std::memory_order_seq_cst);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (g_inside.load(std::memory_order_seq_cst) != 0 && std::chrono::steady_clock::now() < give_up)
-    sched_yield();
-}
-void after_fork() noexcept { g_forking.store(false, std::memory_order_seq_cst); }
-
-// Registered once, at the first call that may trace (the process's set-up comes first, where allocation is
-// allowed: pthread_atfork may allocate).
-void fork_waits_for_libunwind() noexcept {
-  static std::once_flag once;
-  std::call_once(once, [] { ::pthread_atfork(before_fork, after_fork, after_fork); });
-}
-
-// A trace where a signal handler may not wait: false, untraced, while a fork is under way.
-template <typename Fn>
-bool traced_unless_forking(Fn&& fn) noexcept {
-  if (!enter_libunwind()) return false;
-  fn();
-  leave_libunwind();
-  return true;
-}
-
-// A trace outside signal handlers: waits for a fork under way.
-template <typename Fn>
-void traced(Fn&& fn) noexcept {
-  while (!enter_libunwind()) sched_yield();
-  fn();
-  leave_libunwind();
-}
+detail::ForkGate g_fork_gate;
 
 }  // namespace
 
@@ -87,8 +41,9 @@ std::size_t unwind_libunwind(const RegisterState& interrupted, std::span<std::ui
   if (out.empty()) return 0;
   std::array<void*, kMaxTrace> trace;
   int want = static_cast<int>(std::min<std::size_t>(out.size(), kMaxTrace - kHandlerFrames)) + kHandlerFrames;
-  int got = 0;
-  if (!traced_unless_forking([&] { got = unw_backtrace(trace.data(), want); })) return 0;
+  if (!g_fork_gate.try_enter()) return 0;
+  const int got = unw_backtrace(trace.data(), want);
+  g_fork_gate.leave();
   // The trace starts in the handler; the interrupted frame is the one whose address is the ucontext's IP
   // (libunwind reports the exact IP after a signal frame, not IP - 1).
   int first = -1;
@@ -119,7 +74,9 @@ namespace {
 // One frame is enough to make the thread's trace cache; each frame more costs a cold DWARF lookup (tens of µs).
 void trace_once() noexcept {
   void* frame = nullptr;
-  traced([&] { unw_backtrace(&frame, 1); });
+  g_fork_gate.enter();
+  unw_backtrace(&frame, 1);
+  g_fork_gate.leave();
 }
 
 // unw_backtrace's per-thread trace cache is 256 KiB, filled when created (16384 frame slots): made for every
@@ -136,7 +93,7 @@ std::atomic<LibunwindSetup> g_setup{LibunwindSetup::not_yet};
 // preload library cost /bin/true, which is why a profiler may put it off until samples come.
 void prepare_process() noexcept {
   if (&selfperf_load_libunwind != nullptr && !selfperf_load_libunwind()) return;
-  fork_waits_for_libunwind();
+  detail::fork_waits_for(g_fork_gate);  // allocates: here, before any trace, where that is allowed
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   constexpr unsigned kFirstLevelKeys = 32;  // glibc's PTHREAD_KEY_2NDLEVEL_SIZE: no allocation below it
   std::array<void*, kFirstLevelKeys> before;
